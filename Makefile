@@ -1,0 +1,29 @@
+# DeepSearch Lab.  `make demo` runs the Simpsons demo, `make test` the tests;
+# both set everything up first (see scripts/setup.sh).
+PY := .venv/bin/python
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: setup demo test lab notebooks bench clean
+
+setup:
+	@scripts/setup.sh
+
+demo: setup
+	$(PY) -m helpers demo
+
+test: setup
+	$(PY) -m pytest -q
+
+lab: setup
+	$(PY) -m jupyter lab notebooks
+
+notebooks: setup
+	$(PY) -m helpers notebooks --out outputs/notebooks
+
+bench: setup
+	$(PY) bench/run_all.py
+
+clean:
+	rm -rf outputs data/milvus .pytest_cache

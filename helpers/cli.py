@@ -1,0 +1,123 @@
+"""Command line: ``python -m helpers <command>``.  Run with ``-h`` for the list."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Callable
+
+from .config import load_config
+from .errors import DeepSearchLabError
+
+COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable]] = {}
+
+
+def command(name: str, help_text: str, arguments: Callable[[argparse.ArgumentParser], None] = lambda p: None):
+    """Register a sub-command: its help, its arguments, and the function that runs it."""
+    def register(func: Callable) -> Callable:
+        COMMANDS[name] = (help_text, arguments, func)
+        return func
+    return register
+
+
+@command("models", "assemble and verify the catalogue GGUF models (setup runs this)",
+         lambda p: p.add_argument("names", nargs="*", help="catalogue names (default: all)"))
+def _models(args: argparse.Namespace) -> None:
+    from .model_files import CATALOGUE, ensure_model
+    for name in args.names or list(CATALOGUE):
+        path = ensure_model(name)
+        print(f"{name:<22} {path} ({path.stat().st_size / 2**20:.0f} MiB, sha256 verified)")
+
+
+def _chat_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("prompt", nargs="?", default="In one sentence, what is retrieval-augmented generation?")
+    p.add_argument("--fast", action="store_true", help="use the small model")
+
+
+@command("chat", "one chat call through the configured backend, with its usage table", _chat_args)
+def _chat(args: argparse.Namespace) -> None:
+    from .llm import make_llm
+    config = load_config(overrides={"llm.model": "qwen2.5-coder-0.5b"} if args.fast else None)
+    llm = make_llm(config)
+    print(llm.chat([{"role": "user", "content": args.prompt}], step="chat"))
+    print()
+    print(llm.ledger.table())
+
+
+def _ingest_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("sources", nargs="*", help="files, folders, URLs or wikipedia:Title "
+                   "(none: the knowledge base in data/collections.json)")
+    p.add_argument("--collection", help="collection name (required with sources)")
+    p.add_argument("--description", default="", help="what the collection holds (the router reads it)")
+    p.add_argument("--force", action="store_true", help="drop and rebuild the collection(s)")
+
+
+@command("ingest", "ingest sources into a described collection (default: the Simpsons knowledge base)",
+         _ingest_args)
+def _ingest(args: argparse.Namespace) -> None:
+    from .ingest import ingest, ingest_manifest
+    config = load_config()
+    if not args.sources:
+        reports = ingest_manifest(config, force=args.force)
+    else:
+        if not args.collection:
+            raise SystemExit("error: --collection is required when sources are given")
+        reports = [ingest(args.sources, args.collection, args.description or args.collection, config,
+                          force=args.force)]
+    for report in reports:
+        print(report.summary())
+
+
+@command("collections", "list collections with descriptions, counts and embedding model")
+def _collections(args: argparse.Namespace) -> None:
+    from .vectorstore import open_store
+    infos = open_store(load_config()).describe_all()
+    if not infos:
+        print("no collections yet: run `python -m helpers ingest`")
+    for info in infos:
+        print(f"{info.name:<24}{info.count:>6} chunks  {info.embedding_model} ({info.dimension}d)\n"
+              f"    {info.description}")
+
+
+def _search_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("query")
+    p.add_argument("--collection", action="append", help="collection(s) to search (default: all)")
+    p.add_argument("-k", type=int, default=5)
+    p.add_argument("--mode", choices=["dense", "hybrid"], default=None)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+@command("search", "search collections and print hits with scores and sources", _search_args)
+def _search(args: argparse.Namespace) -> None:
+    from .embeddings import get_embedder
+    from .vectorstore import open_store
+    config = load_config()
+    store = open_store(config)
+    embedder = get_embedder(config.embedding)
+    hits = []
+    for name in args.collection or store.list_collections():
+        hits += store.search(name, args.query, embedder, k=args.k, mode=args.mode or config.search.mode,
+                             ranker=config.search.ranker)
+    hits.sort(key=lambda h: h.score, reverse=True)
+    if args.json:
+        print(json.dumps([h.to_dict() for h in hits[: args.k]], indent=2))
+        return
+    for hit in hits[: args.k]:
+        print(f"{hit.score:.3f}  [{hit.collection}] {hit.source} / {hit.section or '-'}")
+        print("       " + hit.text.replace("\n", " ")[:160])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m helpers", description="DeepSearch Lab command line")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, (help_text, arguments, func) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text)
+        arguments(p)
+        p.set_defaults(func=func)
+    args = parser.parse_args(argv)
+    try:
+        args.func(args)
+    except DeepSearchLabError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,179 @@
+"""Configuration: one YAML file plus environment overrides.
+
+Like DeepSearcher's config file, ``deepsearch.yaml`` (project root) picks the LLM,
+the embedding model and the vector database.  Environment variables override
+it (see ``ENV_OVERRIDES``), and a notebook can override any field::
+
+    config = load_config(overrides={"llm.model": "qwen2.5-coder-0.5b", "search.top_k": 3})
+
+``DSL_FAST=1`` selects the small model and small budgets (tests, CI, quick tries).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from .errors import ConfigError
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CONFIG_FILE = PROJECT_ROOT / "deepsearch.yaml"
+
+
+class LLMConfig(BaseModel):
+    provider: Literal["llamacpp", "ollama", "openai"] = "llamacpp"
+    model: str = "qwen2.5-coder-1.5b"  # catalogue name, GGUF path, Ollama model or OpenAI model
+    context_size: int = 8192
+    temperature: float = 0.2
+    max_tokens: int = 768
+    threads: int = 0  # 0: every core this process may use
+    seed: int = 7
+    base_url: str | None = None  # Ollama host or OpenAI-compatible base URL
+    api_key: str | None = None
+    structured_mode: Literal["auto", "json_schema", "json_object", "prompt"] = "auto"
+    retries: int = 2  # extra attempts after an invalid structured reply
+    timeout_s: float = 600.0
+
+
+class EmbeddingConfig(BaseModel):
+    provider: Literal["huggingface", "ollama"] = "huggingface"
+    model: str = "all-MiniLM-L6-v2"  # shipped model name, a sentence-transformers folder, or an Ollama model
+    batch_size: int = 32
+
+
+class VectorDBConfig(BaseModel):
+    uri: str = "data/milvus/deepsearch.db"  # Milvus Lite directory, or http://host:port for a server
+    token: str = ""
+
+
+class ChunkingConfig(BaseModel):
+    chunk_size: int = 900  # characters; ~200 tokens, inside MiniLM's 256-token window
+    chunk_overlap: int = 120
+
+
+class SearchConfig(BaseModel):
+    top_k: int = 5
+    mode: Literal["dense", "hybrid"] = "dense"
+    ranker: Literal["rrf", "weighted"] = "rrf"
+
+
+class PipelineConfig(BaseModel):
+    max_iter: int = 3
+    max_calls: int = 20
+    max_prompt_tokens: int = 15000
+    max_subqueries: int = 4
+    relevance: Literal["batch", "per_chunk", "threshold", "none"] = "batch"
+    relevance_threshold: float = 0.35
+    synthesis_chunks: int = 12
+
+
+class AgentConfig(BaseModel):
+    token_budget: int = 20000
+    max_bad_attempts: int = 2
+    max_steps: int = 12
+    queue_policy: Literal["front", "rotate"] = "front"
+    max_gap_questions: int = 4
+    dedup_threshold: float = 0.86
+    web_search: bool = False
+
+
+class Config(BaseModel):
+    llm: LLMConfig = LLMConfig()
+    embedding: EmbeddingConfig = EmbeddingConfig()
+    vector_db: VectorDBConfig = VectorDBConfig()
+    chunking: ChunkingConfig = ChunkingConfig()
+    search: SearchConfig = SearchConfig()
+    pipeline: PipelineConfig = PipelineConfig()
+    agent: AgentConfig = AgentConfig()
+
+    def resolve_path(self, value: str) -> Path:
+        """Paths in the config are relative to the project root."""
+        path = Path(value).expanduser()
+        return path if path.is_absolute() else PROJECT_ROOT / path
+
+
+# environment variable -> dotted config key
+ENV_OVERRIDES = {
+    "DSL_PROVIDER": "llm.provider",
+    "DSL_MODEL": "llm.model",
+    "DSL_CONTEXT_SIZE": "llm.context_size",
+    "DSL_TEMPERATURE": "llm.temperature",
+    "DSL_THREADS": "llm.threads",
+    "DSL_BASE_URL": "llm.base_url",
+    "OLLAMA_HOST": "llm.base_url",
+    "OPENAI_BASE_URL": "llm.base_url",
+    "OPENAI_API_KEY": "llm.api_key",
+    "DSL_EMBEDDING_PROVIDER": "embedding.provider",
+    "DSL_EMBEDDING_MODEL": "embedding.model",
+    "MILVUS_URI": "vector_db.uri",
+    "MILVUS_TOKEN": "vector_db.token",
+}
+
+# what DSL_FAST=1 changes: the small model and small budgets
+FAST_OVERRIDES = {
+    "llm.model": "qwen2.5-coder-0.5b",
+    "llm.context_size": 4096,
+    "llm.max_tokens": 512,
+    "pipeline.max_iter": 1,
+    "pipeline.max_calls": 8,
+    "pipeline.synthesis_chunks": 6,
+    "agent.token_budget": 8000,
+    "agent.max_steps": 5,
+}
+
+
+def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    *parents, leaf = dotted.split(".")
+    node = tree
+    for key in parents:
+        node = node.setdefault(key, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"cannot set '{dotted}': '{key}' is not a section")
+    node[leaf] = value
+
+
+def _env_overrides(environ: dict[str, str]) -> dict[str, str]:
+    overrides: dict[str, str] = {}
+    provider = environ.get("DSL_PROVIDER", "")
+    for var, key in ENV_OVERRIDES.items():
+        if not environ.get(var):
+            continue
+        # OLLAMA_HOST / OPENAI_BASE_URL only apply to their own provider
+        if var == "OLLAMA_HOST" and provider != "ollama":
+            continue
+        if var == "OPENAI_BASE_URL" and provider != "openai":
+            continue
+        overrides[key] = environ[var]
+    return overrides
+
+
+def load_config(
+    path: str | Path | None = None,
+    overrides: dict[str, Any] | None = None,
+    environ: dict[str, str] | None = None,
+) -> Config:
+    """Read the YAML file, then apply DSL_FAST, environment variables and ``overrides`` (in that order)."""
+    environ = dict(os.environ) if environ is None else environ
+    file = Path(path) if path else DEFAULT_CONFIG_FILE
+    tree: dict[str, Any] = {}
+    if file.exists():
+        try:
+            tree = yaml.safe_load(file.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{file}: not valid YAML ({exc})") from exc
+    elif path:
+        raise ConfigError(f"config file {file} does not exist")
+    layered: dict[str, Any] = {}
+    if environ.get("DSL_FAST", "") not in ("", "0"):
+        layered.update(FAST_OVERRIDES)
+    layered.update(_env_overrides(environ))
+    layered.update(overrides or {})
+    for key, value in layered.items():
+        _set_dotted(tree, key, value)
+    try:
+        return Config.model_validate(tree)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid configuration ({file.name} + overrides):\n{exc}") from exc

@@ -1,0 +1,372 @@
+"""The model layer: one small interface over three backends, with accounting,
+budgets and structured output that small models cannot break.
+
+* ``LlamaCppBackend`` - embedded llama.cpp (default, offline, GGUF file)
+* ``OllamaBackend``   - an Ollama server (``format=<JSON schema>``, ``num_ctx``)
+* ``OpenAIBackend``   - any OpenAI-compatible server (vLLM, llama.cpp server, hosted APIs)
+
+Agent code talks to an ``LLM``: ``llm.chat(messages, step=...)`` for text and
+``llm.structured(messages, Schema, step=...)`` for validated pydantic objects.
+Every call is written to the LLM's ``UsageLedger``.  Nothing here uses asyncio,
+so it is safe inside Jupyter's running event loop.
+"""
+from __future__ import annotations
+
+import os
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+from pydantic import BaseModel
+
+from .config import Config, LLMConfig
+from .errors import (BackendUnreachableError, BudgetExceededError, BuildMissingError,
+                     ContextOverflowError, ModelNotFoundError, StructuredOutputError)
+from .model_files import CATALOGUE, resolve_gguf
+from .structured import ReplyParseError, parse_reply, schema_for_prompt
+from .usage import CallRecord, UsageLedger
+
+T = TypeVar("T", bound=BaseModel)
+Messages = list[dict[str, str]]
+
+
+@dataclass
+class Completion:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+    finish_reason: str = "stop"
+
+
+class ChatBackend(Protocol):
+    name: str
+    model: str
+    context_size: int
+
+    def complete(self, messages: Messages, *, schema: dict | None, temperature: float,
+                 max_tokens: int, step: str) -> Completion: ...
+
+    def count_tokens(self, text: str) -> int: ...
+
+
+def available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def _estimate_tokens(text: str) -> int:
+    """Servers give no tokenizer: about 3.5 characters per token for English prose."""
+    return max(1, int(len(text) / 3.5))
+
+
+class LlamaCppBackend:
+    """Embedded llama.cpp through llama-cpp-python; JSON schemas become a decoding grammar."""
+
+    name = "llamacpp"
+
+    def __init__(self, model: str, context_size: int, threads: int = 0, seed: int = 7):
+        try:
+            from llama_cpp import Llama
+        except ImportError as exc:
+            raise BuildMissingError(
+                "llama-cpp-python is not installed in this environment. Run `make setup` "
+                "(it builds it with flags for your CPU), or choose another backend: "
+                "DSL_PROVIDER=ollama or DSL_PROVIDER=openai."
+            ) from exc
+        path = resolve_gguf(model)
+        self.model = model
+        self.model_path = path
+        self.context_size = context_size
+        self.threads = threads or available_cores()
+        self.llama = Llama(model_path=str(path), n_ctx=context_size, n_threads=self.threads,
+                           n_threads_batch=self.threads, seed=seed, verbose=False)
+
+    def complete(self, messages: Messages, *, schema: dict | None, temperature: float,
+                 max_tokens: int, step: str) -> Completion:
+        extra: dict[str, Any] = {}
+        if schema is not None:
+            extra["response_format"] = {"type": "json_object", "schema": schema}
+        started = time.perf_counter()
+        try:
+            out = self.llama.create_chat_completion(messages=messages, temperature=temperature,
+                                                    max_tokens=max_tokens, **extra)
+        except ValueError as exc:
+            if "exceed context window" in str(exc):
+                raise ContextOverflowError(f"step '{step}': {exc}. Shorten the prompt or raise "
+                                           "llm.context_size.") from exc
+            raise
+        usage = out["usage"]
+        choice = out["choices"][0]
+        return Completion(choice["message"].get("content") or "", usage["prompt_tokens"],
+                          usage["completion_tokens"], time.perf_counter() - started,
+                          choice.get("finish_reason") or "stop")
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+
+class OllamaBackend:
+    """An Ollama server.  ``num_ctx`` is always sent: Ollama's default silently truncates prompts."""
+
+    name = "ollama"
+
+    def __init__(self, model: str, context_size: int, host: str | None = None,
+                 timeout_s: float = 600.0, **client_kwargs: Any):
+        import ollama
+
+        self.model = CATALOGUE[model].ollama_tag if model in CATALOGUE else model
+        self.context_size = context_size
+        self.host = host or os.environ.get("OLLAMA_HOST") or "http://127.0.0.1:11434"
+        self._ollama = ollama
+        self.client = ollama.Client(host=self.host, timeout=timeout_s, **client_kwargs)
+
+    def complete(self, messages: Messages, *, schema: dict | None, temperature: float,
+                 max_tokens: int, step: str) -> Completion:
+        started = time.perf_counter()
+        try:
+            response = self.client.chat(
+                model=self.model, messages=messages, format=schema, stream=False,
+                options={"num_ctx": self.context_size, "temperature": temperature,
+                         "num_predict": max_tokens},
+            )
+        except self._ollama.ResponseError as exc:
+            if exc.status_code == 404:
+                raise ModelNotFoundError(
+                    f"Ollama at {self.host} has no model '{self.model}'. Run `ollama pull {self.model}`, "
+                    "or set llm.model / DSL_MODEL to a model it has (`ollama list`)."
+                ) from exc
+            raise
+        except ConnectionError as exc:
+            raise BackendUnreachableError(
+                f"Ollama is not reachable at {self.host}. Start it with `ollama serve` (or set "
+                "OLLAMA_HOST), or switch backend: DSL_PROVIDER=llamacpp for the embedded model."
+            ) from exc
+        prompt_tokens = response.prompt_eval_count or sum(_estimate_tokens(m["content"]) for m in messages)
+        return Completion(response.message.content or "", prompt_tokens, response.eval_count or 0,
+                          time.perf_counter() - started, response.done_reason or "stop")
+
+    def count_tokens(self, text: str) -> int:
+        return _estimate_tokens(text)
+
+
+class OpenAIBackend:
+    """Any OpenAI-compatible server.  Structured output: json_schema, else json_object+schema, else prompt only."""
+
+    name = "openai"
+    MODES = ("json_schema", "json_object", "prompt")
+
+    def __init__(self, model: str, context_size: int, base_url: str | None = None,
+                 api_key: str | None = None, structured_mode: str = "auto", timeout_s: float = 600.0):
+        import openai
+
+        self._openai = openai
+        self.model = model
+        self.context_size = context_size
+        self.base_url = base_url or "https://api.openai.com/v1"
+        self.client = openai.OpenAI(base_url=self.base_url, api_key=api_key or "not-needed",
+                                    timeout=timeout_s, max_retries=0)
+        self.modes = list(self.MODES) if structured_mode == "auto" else [structured_mode]
+
+    def _response_format(self, mode: str, schema: dict, step: str) -> dict | None:
+        if mode == "json_schema":
+            return {"type": "json_schema", "json_schema": {"name": step.replace(" ", "_"), "schema": schema}}
+        if mode == "json_object":
+            return {"type": "json_object", "schema": schema}
+        return None
+
+    def complete(self, messages: Messages, *, schema: dict | None, temperature: float,
+                 max_tokens: int, step: str) -> Completion:
+        openai = self._openai
+        started = time.perf_counter()
+        while True:
+            mode = self.modes[0] if schema is not None else "prompt"
+            kwargs: dict[str, Any] = {}
+            if schema is not None and (fmt := self._response_format(mode, schema, step)):
+                kwargs["response_format"] = fmt
+            try:
+                response = self.client.chat.completions.create(
+                    model=self.model, messages=messages, temperature=temperature,
+                    max_tokens=max_tokens, **kwargs)
+                break
+            except openai.APIConnectionError as exc:
+                raise BackendUnreachableError(
+                    f"no OpenAI-compatible server answers at {self.base_url}. Start it (e.g. "
+                    "`python -m llama_cpp.server --model FILE.gguf`), fix OPENAI_BASE_URL, or switch "
+                    "backend: DSL_PROVIDER=llamacpp."
+                ) from exc
+            except openai.NotFoundError as exc:
+                raise ModelNotFoundError(f"the server at {self.base_url} has no model '{self.model}': "
+                                         "set llm.model / DSL_MODEL to one it serves.") from exc
+            except (openai.BadRequestError, openai.InternalServerError, openai.UnprocessableEntityError):
+                # this server does not support this structured-output mode: try the next one
+                if schema is None or len(self.modes) == 1:
+                    raise
+                self.modes.pop(0)
+        choice = response.choices[0]
+        text = choice.message.content or ""
+        usage = response.usage
+        prompt_tokens = usage.prompt_tokens if usage else sum(_estimate_tokens(m["content"]) for m in messages)
+        completion_tokens = usage.completion_tokens if usage else _estimate_tokens(text)
+        return Completion(text, prompt_tokens, completion_tokens, time.perf_counter() - started,
+                          choice.finish_reason or "stop")
+
+    def count_tokens(self, text: str) -> int:
+        return _estimate_tokens(text)
+
+
+def _ollama_answers(host: str, timeout_s: float = 1.0) -> bool:
+    try:
+        with urllib.request.urlopen(f"{host.rstrip('/')}/api/version", timeout=timeout_s) as reply:
+            return reply.status == 200
+    except OSError:
+        return False
+
+
+_BACKENDS: dict[tuple, ChatBackend] = {}
+
+
+def get_backend(config: LLMConfig) -> ChatBackend:
+    """The backend for a configuration, created once and reused (a loaded GGUF stays in memory).
+
+    With the embedded default and ``OLLAMA_HOST`` set (and no ``DSL_PROVIDER``), an
+    Ollama server that answers there is used instead.
+    """
+    provider = config.provider
+    host = config.base_url
+    if (provider == "llamacpp" and os.environ.get("OLLAMA_HOST") and not os.environ.get("DSL_PROVIDER")
+            and _ollama_answers(os.environ["OLLAMA_HOST"])):
+        provider, host = "ollama", os.environ["OLLAMA_HOST"]
+    key = (provider, config.model, config.context_size, config.threads, host, config.structured_mode)
+    if key not in _BACKENDS:
+        if provider == "llamacpp":
+            backend: ChatBackend = LlamaCppBackend(config.model, config.context_size, config.threads, config.seed)
+        elif provider == "ollama":
+            backend = OllamaBackend(config.model, config.context_size, host, config.timeout_s)
+        else:
+            backend = OpenAIBackend(config.model, config.context_size, host, config.api_key,
+                                    config.structured_mode, config.timeout_s)
+        _BACKENDS[key] = backend
+    return _BACKENDS[key]
+
+
+@dataclass
+class Budget:
+    """Limits for one run; ``None`` means unlimited.  Checked *before* each call."""
+
+    max_calls: int | None = None
+    max_prompt_tokens: int | None = None
+    max_total_tokens: int | None = None
+
+
+@dataclass
+class Reply(Generic[T]):
+    """One structured call: the parsed value plus what the model actually said."""
+
+    value: T
+    raw: str
+    attempts: int
+    messages: Messages
+    raw_attempts: list[str] = field(default_factory=list)
+
+
+class LLM:
+    """A backend plus this run's ledger, budget and retry policy."""
+
+    def __init__(self, backend: ChatBackend, *, temperature: float = 0.2, max_tokens: int = 768,
+                 retries: int = 2, budget: Budget | None = None, ledger: UsageLedger | None = None):
+        self.backend = backend
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.retries = retries
+        self.budget = budget or Budget()
+        self.ledger = ledger if ledger is not None else UsageLedger()
+
+    @property
+    def context_size(self) -> int:
+        return self.backend.context_size
+
+    def count_tokens(self, text: str) -> int:
+        return self.backend.count_tokens(text)
+
+    def count_messages(self, messages: Messages) -> int:
+        """Prompt size of a message list, with a few tokens per message for the chat template."""
+        return sum(self.count_tokens(m["content"]) + 6 for m in messages)
+
+    def _check_budget(self, step: str, prompt_tokens: int, max_tokens: int) -> int:
+        """Raise if the call cannot fit; return the completion allowance that still fits."""
+        b, used = self.budget, self.ledger
+        if b.max_calls is not None and used.calls + 1 > b.max_calls:
+            raise BudgetExceededError(f"step '{step}': call budget of {b.max_calls} calls is spent")
+        if b.max_prompt_tokens is not None and used.prompt_tokens + prompt_tokens > b.max_prompt_tokens:
+            raise BudgetExceededError(
+                f"step '{step}': prompt-token budget {b.max_prompt_tokens} would be exceeded "
+                f"({used.prompt_tokens} used + {prompt_tokens} needed)")
+        if b.max_total_tokens is not None:
+            left = b.max_total_tokens - used.total_tokens - prompt_tokens
+            if left < 16:
+                raise BudgetExceededError(
+                    f"step '{step}': token budget {b.max_total_tokens} would be exceeded "
+                    f"({used.total_tokens} used + {prompt_tokens} prompt tokens)")
+            max_tokens = min(max_tokens, left)
+        room = self.context_size - prompt_tokens
+        if room < 16:
+            raise ContextOverflowError(
+                f"step '{step}': the prompt needs ~{prompt_tokens} tokens but the context holds "
+                f"{self.context_size}. Shorten it or raise llm.context_size.")
+        return min(max_tokens, room)
+
+    def _call(self, messages: Messages, *, step: str, schema: dict | None,
+              temperature: float | None, max_tokens: int | None) -> Completion:
+        prompt_estimate = self.count_messages(messages)
+        allowance = self._check_budget(step, prompt_estimate, max_tokens or self.max_tokens)
+        completion = self.backend.complete(
+            messages, schema=schema, step=step, max_tokens=allowance,
+            temperature=self.temperature if temperature is None else temperature)
+        self.ledger.add(CallRecord(step, self.backend.name, self.backend.model, completion.prompt_tokens,
+                                   completion.completion_tokens, completion.seconds))
+        return completion
+
+    def chat(self, messages: Messages, *, step: str = "chat", temperature: float | None = None,
+             max_tokens: int | None = None) -> str:
+        """Plain text reply."""
+        return self._call(messages, step=step, schema=None, temperature=temperature,
+                          max_tokens=max_tokens).text
+
+    def structured(self, messages: Messages, schema: type[T], *, step: str,
+                   temperature: float | None = None, max_tokens: int | None = None) -> Reply[T]:
+        """A reply validated against ``schema``.
+
+        Decoding is constrained to the schema where the backend can; the reply is
+        then cleaned, repaired and validated.  An invalid reply is retried with the
+        error fed back, at most ``retries`` times; then ``StructuredOutputError``.
+        """
+        json_schema = schema.model_json_schema()
+        conversation = list(messages)
+        raws: list[str] = []
+        error = ""
+        for attempt in range(1, self.retries + 2):
+            completion = self._call(conversation, step=step, schema=json_schema,
+                                    temperature=temperature, max_tokens=max_tokens)
+            raws.append(completion.text)
+            try:
+                value = parse_reply(completion.text, schema)
+                return Reply(value, completion.text, attempt, list(messages), raws)
+            except ReplyParseError as exc:
+                error = str(exc)
+                if completion.finish_reason == "length":
+                    error += " (the reply was cut off at the token limit: answer more briefly)"
+            conversation = [*messages, {"role": "assistant", "content": completion.text[:1500]},
+                            {"role": "user", "content": (
+                                f"That reply could not be used: {error}. Reply again with only a JSON "
+                                f"value matching this schema: {schema_for_prompt(schema)}")}]
+        raise StructuredOutputError(step, raws, error)
+
+
+def make_llm(config: Config, budget: Budget | None = None, ledger: UsageLedger | None = None) -> LLM:
+    """A fresh LLM (new ledger) over the shared backend for ``config.llm``."""
+    return LLM(get_backend(config.llm), temperature=config.llm.temperature,
+               max_tokens=config.llm.max_tokens, retries=config.llm.retries, budget=budget, ledger=ledger)

@@ -1,0 +1,226 @@
+"""Described Milvus collections: create, insert, search (dense or hybrid), inspect.
+
+The default store is Milvus Lite, a directory under ``data/``; ``MILVUS_URI``
+(``http://host:port``) points the same code at a Milvus server.  Each
+collection records, in its description, what it holds (read by the router)
+and which embedding model and dimension built it; using it with another model
+is refused with a message naming both.
+
+Every row has a dense vector and a BM25 sparse vector computed by Milvus from
+the text, so dense and hybrid search work on the same collection.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .config import Config
+from .embeddings import Embedder
+from .errors import DatabaseLockedError, EmbeddingMismatchError, VectorStoreError
+
+TEXT_MAX = 8192
+META_PROPERTY = "deepsearch.meta"  # collection property: description, embedding model, dimension
+OUTPUT_FIELDS = ["text", "source", "title", "section", "chunk_index"]
+
+
+@dataclass
+class Hit:
+    id: str
+    text: str
+    score: float
+    collection: str
+    source: str
+    title: str
+    section: str
+    chunk_index: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class CollectionInfo:
+    name: str
+    description: str
+    embedding_model: str
+    dimension: int
+    count: int
+
+
+def _lock_holders(path: Path) -> list[str]:
+    """PIDs (and command lines) of other processes with files open under ``path``."""
+    holders = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        if proc.name == str(os.getpid()):
+            continue
+        try:
+            for fd in (proc / "fd").iterdir():
+                if str(os.readlink(fd)).startswith(str(path)):
+                    cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+                    holders.append(f"pid {proc.name} ({cmd[:80]})")
+                    break
+        except OSError:
+            continue
+    return holders
+
+
+class VectorStore:
+    """A Milvus (Lite or server) database holding described collections."""
+
+    def __init__(self, uri: str, token: str = ""):
+        from pymilvus import MilvusClient
+
+        self.is_local = not uri.startswith(("http://", "https://", "tcp://"))
+        if self.is_local:
+            Path(uri).parent.mkdir(parents=True, exist_ok=True)
+        self.uri = uri
+        try:
+            self.client = MilvusClient(uri=uri, token=token)
+        except Exception as exc:  # pymilvus wraps the cause in several exception types
+            text = str(exc)
+            if self.is_local and "lock" in text.lower():
+                holders = ", ".join(_lock_holders(Path(uri).resolve())) or "another process"
+                raise DatabaseLockedError(
+                    f"the Milvus Lite database {uri} is locked by {holders}. Milvus Lite allows one "
+                    "process per directory: close the other notebook kernel or program, use another "
+                    "path (vector_db.uri / MILVUS_URI), or share it through server mode "
+                    f"(`milvus-lite server --data-dir {uri} --port 19530`, then "
+                    "MILVUS_URI=http://127.0.0.1:19530).") from exc
+            raise VectorStoreError(f"cannot open the vector database at {uri}: {text}") from exc
+
+    def close(self) -> None:
+        """Close the client and, for Milvus Lite, release the directory lock for other processes."""
+        self.client.close()
+        if self.is_local:
+            from milvus_lite.server_manager import server_manager_instance
+            server_manager_instance.release_server(self.uri)
+
+    # collections ---------------------------------------------------------
+    def list_collections(self) -> list[str]:
+        return sorted(self.client.list_collections())
+
+    def has_collection(self, name: str) -> bool:
+        return self.client.has_collection(name)
+
+    def info(self, name: str) -> CollectionInfo:
+        if not self.has_collection(name):
+            raise VectorStoreError(f"collection '{name}' does not exist; known: "
+                                   f"{', '.join(self.list_collections()) or 'none'}. Ingest it first.")
+        properties = self.client.describe_collection(name).get("properties", {})
+        try:
+            meta = json.loads(properties.get(META_PROPERTY) or "{}")
+        except json.JSONDecodeError:
+            meta = {}
+        count = self.client.query(name, filter="", output_fields=["count(*)"])[0]["count(*)"]
+        return CollectionInfo(name, meta.get("description", ""), meta.get("embedding_model", "unknown"),
+                              int(meta.get("dimension", 0)), int(count))
+
+    def describe_all(self) -> list[CollectionInfo]:
+        return [self.info(name) for name in self.list_collections()]
+
+    def create_collection(self, name: str, description: str, embedder: Embedder) -> None:
+        from pymilvus import DataType, Function, FunctionType
+
+        schema = self.client.create_schema(auto_id=False)
+        schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=64)
+        schema.add_field("vector", DataType.FLOAT_VECTOR, dim=embedder.dimension)
+        schema.add_field("text", DataType.VARCHAR, max_length=TEXT_MAX, enable_analyzer=True)
+        schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
+        for field in ("source", "title", "section"):
+            schema.add_field(field, DataType.VARCHAR, max_length=512)
+        schema.add_field("chunk_index", DataType.INT64)
+        schema.add_field("content_hash", DataType.VARCHAR, max_length=64)
+        schema.add_function(Function(name="bm25", function_type=FunctionType.BM25,
+                                     input_field_names=["text"], output_field_names=["sparse"]))
+        index = self.client.prepare_index_params()
+        index.add_index("vector", index_type="HNSW", metric_type="COSINE")
+        index.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
+        meta = {"description": description, "embedding_model": embedder.name, "dimension": embedder.dimension}
+        self.client.create_collection(name, schema=schema, index_params=index,
+                                      properties={META_PROPERTY: json.dumps(meta)})
+
+    def drop_collection(self, name: str) -> None:
+        if self.has_collection(name):
+            self.client.drop_collection(name)
+
+    def check_embedder(self, name: str, embedder: Embedder) -> None:
+        """Refuse to mix embedding models in one collection."""
+        info = self.info(name)
+        if (info.embedding_model, info.dimension) != (embedder.name, embedder.dimension):
+            raise EmbeddingMismatchError(
+                f"collection '{name}' was built with embedding model '{info.embedding_model}' "
+                f"({info.dimension} dimensions) but the configured model is '{embedder.name}' "
+                f"({embedder.dimension} dimensions). Set embedding.model back to '{info.embedding_model}', "
+                f"or rebuild the collection: `python -m helpers ingest ... --collection {name} --force`.")
+
+    # rows ------------------------------------------------------------------
+    def existing_ids(self, name: str, ids: list[str]) -> set[str]:
+        found: set[str] = set()
+        for start in range(0, len(ids), 500):
+            batch = ids[start:start + 500]
+            found.update(row["id"] for row in self.client.get(name, ids=batch, output_fields=["id"]))
+        return found
+
+    def insert(self, name: str, rows: list[dict]) -> None:
+        if rows:
+            self.client.insert(name, rows)
+
+    def flush(self, name: str) -> None:
+        """Seal new rows so searches use the index (un-flushed rows are searched brute force)."""
+        self.client.flush(name)
+
+    def source_chunks(self, name: str, source: str) -> list[Hit]:
+        """All chunks of one source document, in order (the agent's 'visit')."""
+        rows = self.client.query(name, filter=f"source == {json.dumps(source)}",
+                                 output_fields=["id", *OUTPUT_FIELDS], limit=1000)
+        hits = [self._hit(name, row, 1.0) for row in rows]
+        return sorted(hits, key=lambda h: h.chunk_index)
+
+    # search ----------------------------------------------------------------
+    @staticmethod
+    def _hit(collection: str, row: dict, score: float) -> Hit:
+        entity = row.get("entity", row)
+        return Hit(str(row.get("id", entity.get("id"))), entity["text"], float(score), collection,
+                   entity["source"], entity["title"], entity["section"], int(entity["chunk_index"]))
+
+    def search(self, name: str, query: str, embedder: Embedder, k: int = 5,
+               mode: str = "dense", ranker: str = "rrf", weights: tuple[float, float] = (0.7, 0.3)) -> list[Hit]:
+        """Top-k chunks for ``query``: dense (cosine) or hybrid (dense + BM25, fused)."""
+        from pymilvus import AnnSearchRequest, RRFRanker, WeightedRanker
+
+        self.check_embedder(name, embedder)
+        vector = embedder.embed([query])[0].tolist()
+        if mode == "dense":
+            results = self.client.search(name, data=[vector], anns_field="vector", limit=k,
+                                         output_fields=OUTPUT_FIELDS, search_params={"metric_type": "COSINE"})
+        else:
+            requests = [
+                AnnSearchRequest(data=[vector], anns_field="vector", param={"metric_type": "COSINE"}, limit=k * 2),
+                AnnSearchRequest(data=[query], anns_field="sparse", param={"metric_type": "BM25"}, limit=k * 2),
+            ]
+            fusion = RRFRanker(60) if ranker == "rrf" else WeightedRanker(*weights)
+            results = self.client.hybrid_search(name, requests, fusion, limit=k, output_fields=OUTPUT_FIELDS)
+        return [self._hit(name, row, row["distance"]) for row in results[0]]
+
+
+_STORES: dict[str, VectorStore] = {}
+
+
+def open_store(config: Config) -> VectorStore:
+    """The vector store for ``config.vector_db``, opened once per process (Milvus Lite locks per process)."""
+    uri = config.vector_db.uri
+    if not uri.startswith(("http://", "https://", "tcp://")):
+        uri = str(config.resolve_path(uri))
+    if uri not in _STORES:
+        _STORES[uri] = VectorStore(uri, config.vector_db.token)
+    return _STORES[uri]
+
+
+def close_store(config: Config) -> None:
+    """Close and forget the store for ``config`` (releases the Milvus Lite lock)."""
+    for uri, store in list(_STORES.items()):
+        if uri in (config.vector_db.uri, str(config.resolve_path(config.vector_db.uri))):
+            store.close()
+            del _STORES[uri]

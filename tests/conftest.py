@@ -1,0 +1,27 @@
+"""Shared fixtures.  Models and embeddings are the real ones, loaded offline."""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+for var in ("DSL_PROVIDER", "DSL_MODEL", "OLLAMA_HOST", "OPENAI_BASE_URL", "MILVUS_URI", "DSL_FAST"):
+    os.environ.pop(var, None)
+
+import pytest  # noqa: E402
+
+from helpers.config import load_config  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def small_config():
+    """The configuration tests use: the 0.5B model, a modest context."""
+    return load_config(overrides={"llm.model": "qwen2.5-coder-0.5b", "llm.context_size": 4096,
+                                  "llm.temperature": 0.0, "llm.max_tokens": 256})
+
+
+@pytest.fixture(scope="session")
+def small_backend(small_config):
+    from helpers.llm import get_backend
+    return get_backend(small_config.llm)

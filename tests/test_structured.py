@@ -1,0 +1,98 @@
+"""Parsing, repair and retry of model replies (no model needed: a scripted backend)."""
+from __future__ import annotations
+
+import pytest
+from pydantic import BaseModel
+
+from helpers.errors import StructuredOutputError
+from helpers.llm import LLM, Completion
+from helpers.structured import ReplyParseError, parse_reply
+
+
+class SubQueries(BaseModel):
+    queries: list[str]
+
+
+class Route(BaseModel):
+    collections: list[str]
+    query: str
+
+
+GOOD = {"queries": ["a", "b"]}
+
+# (reply, expected value or None when it must be rejected)
+TABLE = [
+    ('{"queries": ["a", "b"]}', GOOD),
+    ('```json\n{"queries": ["a", "b"]}\n```', GOOD),
+    ('Sure! Here you go:\n{"queries": ["a", "b"]}\nHope this helps.', GOOD),
+    ('<think>Let me think about {braces} and more</think>{"queries": ["a", "b"]}', GOOD),
+    ('{"queries": ["a", "b"', GOOD),                      # truncated: repaired
+    ('{"queries": ["a", "b"],}', GOOD),                   # trailing comma
+    ("{'queries': ['a', 'b']}", GOOD),                    # single quotes
+    ('["a", "b"]', GOOD),                                 # bare list for a one-list schema
+    ('{"Queries": ["a", "b"]}', GOOD),                    # key case
+    ('{"sub_queries": ["a", "b"]}', None),                # wrong key: rejected, retried
+    ('', None),                                           # empty
+    ('I cannot answer that.', None),                      # prose only
+    ('<think>I will answer {"queries": ["x"]} soon', None),  # unclosed think hides everything
+    ('{"queries": "a"}', None),                           # wrong type
+    ('{"queries": [1, {"x": 2}]}', None),                 # wrong item types
+]
+
+
+@pytest.mark.parametrize("reply,expected", TABLE)
+def test_reply_table(reply, expected):
+    if expected is None:
+        with pytest.raises(ReplyParseError):
+            parse_reply(reply, SubQueries)
+    else:
+        assert parse_reply(reply, SubQueries).model_dump() == expected
+
+
+def test_nested_fields_with_wrong_case_and_prose():
+    reply = 'Routing: {"Collections": ["simpsons_reception"], "QUERY": "ratings over time"} done'
+    assert parse_reply(reply, Route) == Route(collections=["simpsons_reception"], query="ratings over time")
+
+
+def test_strings_with_brackets_are_not_cut():
+    reply = '{"queries": ["what is [x]?", "a } b"]} trailing {junk'
+    assert parse_reply(reply, SubQueries).queries == ["what is [x]?", "a } b"]
+
+
+class ScriptedBackend:
+    """Replies from a script, one per call; records what it was sent."""
+
+    name = "scripted"
+    model = "script"
+    context_size = 4096
+
+    def __init__(self, replies):
+        self.replies = list(replies)
+        self.sent = []
+
+    def complete(self, messages, *, schema, temperature, max_tokens, step):
+        self.sent.append(messages)
+        return Completion(self.replies.pop(0), prompt_tokens=10, completion_tokens=5, seconds=0.01)
+
+    def count_tokens(self, text):
+        return len(text.split())
+
+
+def test_retry_feeds_the_error_back_and_succeeds():
+    backend = ScriptedBackend(["nonsense", '{"queries": ["ok"]}'])
+    llm = LLM(backend, retries=2)
+    reply = llm.structured([{"role": "user", "content": "split it"}], SubQueries, step="decompose")
+    assert reply.value.queries == ["ok"] and reply.attempts == 2
+    retry_prompt = backend.sent[1][-1]["content"]
+    assert "could not be used" in retry_prompt and "queries" in retry_prompt
+    assert llm.ledger.calls == 2
+
+
+def test_retries_are_bounded_then_typed_error_names_the_step():
+    backend = ScriptedBackend(["nope"] * 10)
+    llm = LLM(backend, retries=2)
+    with pytest.raises(StructuredOutputError) as info:
+        llm.structured([{"role": "user", "content": "x"}], SubQueries, step="route")
+    assert info.value.step == "route"
+    assert info.value.raw_replies == ["nope"] * 3
+    assert len(backend.replies) == 7  # exactly 1 + 2 retries were used
