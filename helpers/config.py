@@ -108,7 +108,8 @@ ENV_OVERRIDES = {
     "OPENAI_API_KEY": "llm.api_key",
     "DSL_EMBEDDING_PROVIDER": "embedding.provider",
     "DSL_EMBEDDING_MODEL": "embedding.model",
-    "MILVUS_URI": "vector_db.uri",
+    "MILVUS_URI": "vector_db.uri",  # a server (http://host:port); pymilvus itself reads it too
+    "DSL_MILVUS_URI": "vector_db.uri",  # a Milvus Lite directory (pymilvus rejects paths in MILVUS_URI)
     "MILVUS_TOKEN": "vector_db.token",
 }
 
@@ -146,6 +147,10 @@ def _env_overrides(environ: dict[str, str]) -> dict[str, str]:
             continue
         if var == "OPENAI_BASE_URL" and provider != "openai":
             continue
+        if var == "MILVUS_URI" and not environ[var].startswith(("http://", "https://", "tcp://")):
+            raise ConfigError(
+                f"MILVUS_URI={environ[var]!r}: pymilvus only accepts server URIs (http://host:port) in "
+                "MILVUS_URI. For a Milvus Lite directory set DSL_MILVUS_URI or vector_db.uri instead.")
         overrides[key] = environ[var]
     return overrides
 

@@ -80,8 +80,9 @@ class VectorStore:
             self.client = MilvusClient(uri=uri, token=token)
         except Exception as exc:  # pymilvus wraps the cause in several exception types
             text = str(exc)
-            if self.is_local and "lock" in text.lower():
-                holders = ", ".join(_lock_holders(Path(uri).resolve())) or "another process"
+            holders = _lock_holders(Path(uri).resolve()) if self.is_local else []
+            if holders or "lock" in text.lower():
+                holders = ", ".join(holders) or "another process"
                 raise DatabaseLockedError(
                     f"the Milvus Lite database {uri} is locked by {holders}. Milvus Lite allows one "
                     "process per directory: close the other notebook kernel or program, use another "

@@ -6,7 +6,7 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-for var in ("DSL_PROVIDER", "DSL_MODEL", "OLLAMA_HOST", "OPENAI_BASE_URL", "MILVUS_URI", "DSL_FAST"):
+for var in ("DSL_PROVIDER", "DSL_MODEL", "OLLAMA_HOST", "OPENAI_BASE_URL", "MILVUS_URI", "DSL_MILVUS_URI", "DSL_FAST"):
     os.environ.pop(var, None)
 
 import pytest  # noqa: E402
@@ -25,3 +25,15 @@ def small_config():
 def small_backend(small_config):
     from helpers.llm import get_backend
     return get_backend(small_config.llm)
+
+
+@pytest.fixture(scope="session")
+def simpsons_kb(tmp_path_factory):
+    """The Simpsons knowledge base ingested into a fresh Milvus Lite directory (once per test session)."""
+    from helpers.ingest import ingest_manifest
+    from helpers.vectorstore import open_store
+    path = tmp_path_factory.mktemp("milvus") / "kb.db"
+    config = load_config(overrides={"vector_db.uri": str(path), "llm.model": "qwen2.5-coder-0.5b",
+                                    "llm.context_size": 4096, "llm.temperature": 0.0})
+    reports = ingest_manifest(config, progress=False)
+    return config, open_store(config), reports

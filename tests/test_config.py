@@ -34,3 +34,9 @@ def test_bad_values_give_a_clear_error(tmp_path):
     bad.write_text("llm: [unclosed")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_config(bad, environ={})
+
+
+def test_milvus_uri_must_be_a_server():
+    with pytest.raises(ConfigError, match="DSL_MILVUS_URI"):
+        load_config(environ={"MILVUS_URI": "data/milvus/x.db"})
+    assert load_config(environ={"DSL_MILVUS_URI": "/tmp/x.db"}).vector_db.uri == "/tmp/x.db"
