@@ -6,7 +6,7 @@ import json
 import sys
 from typing import Callable
 
-from .config import load_config
+from .config import FAST_OVERRIDES, load_config
 from .errors import DeepSearchLabError
 
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable]] = {}
@@ -37,8 +37,7 @@ def _chat_args(p: argparse.ArgumentParser) -> None:
 @command("chat", "one chat call through the configured backend, with its usage table", _chat_args)
 def _chat(args: argparse.Namespace) -> None:
     from .llm import make_llm
-    config = load_config(overrides={"llm.model": "qwen2.5-coder-0.5b"} if args.fast else None)
-    llm = make_llm(config)
+    llm = make_llm(load_config(overrides=_overrides(args)))
     print(llm.chat([{"role": "user", "content": args.prompt}], step="chat"))
     print()
     print(llm.ledger.table())
@@ -105,6 +104,54 @@ def _search(args: argparse.Namespace) -> None:
     for hit in hits[: args.k]:
         print(f"{hit.score:.3f}  [{hit.collection}] {hit.source} / {hit.section or '-'}")
         print("       " + hit.text.replace("\n", " ")[:160])
+
+
+def _query_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("question")
+    p.add_argument("--strategy", choices=["naive", "deepsearcher", "deepsearch"], default="deepsearcher")
+    p.add_argument("--max-iter", type=int, help="DeepSearcher loop iterations (default from config)")
+    p.add_argument("--token-budget", type=int, help="DeepSearch agent token budget (default from config)")
+    p.add_argument("--fast", action="store_true", help="the small model and small budgets")
+    p.add_argument("--json", action="store_true", help='print {"answer", "sources", "usage"} as JSON')
+    p.add_argument("--trace", help="also save the full trace as JSON to this file")
+
+
+def _overrides(args: argparse.Namespace) -> dict:
+    overrides = dict(FAST_OVERRIDES) if getattr(args, "fast", False) else {}
+    if getattr(args, "max_iter", None):
+        overrides["pipeline.max_iter"] = args.max_iter
+    if getattr(args, "token_budget", None):
+        overrides["agent.token_budget"] = args.token_budget
+    return overrides
+
+
+@command("query", "answer a question with naive RAG, the DeepSearcher pipeline or the DeepSearch agent",
+         _query_args)
+def _query(args: argparse.Namespace) -> None:
+    from .strategies import run_strategy
+    config = load_config(overrides=_overrides(args))
+    result = run_strategy(args.strategy, args.question, config)
+    if args.trace:
+        result.save(args.trace)
+    if args.json:
+        print(json.dumps(result.summary_json(), indent=2, ensure_ascii=False))
+    else:
+        print(result.report_markdown())
+        print(result.usage.table())
+    if result.error:
+        raise SystemExit(f"error: {result.error}")
+
+
+def _demo_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--fast", action="store_true", help="the small model and small budgets (a quick look)")
+    p.add_argument("--out", default="outputs/simpsons", help="where to write report.md, trace.json, steps.png")
+
+
+@command("demo", "the Simpsons demo: ingest if needed, ask the question, write report, trace and plot",
+         _demo_args)
+def _demo(args: argparse.Namespace) -> None:
+    from .demo import run_demo
+    run_demo(load_config(overrides=_overrides(args)), args.out)
 
 
 def main(argv: list[str] | None = None) -> int:

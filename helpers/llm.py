@@ -292,9 +292,20 @@ class LLM:
     def count_tokens(self, text: str) -> int:
         return self.backend.count_tokens(text)
 
+    def prompt_room(self) -> int:
+        """The largest prompt the next call may send: the context, or what the budget has left."""
+        b, used = self.budget, self.ledger
+        room = self.context_size
+        if b.max_prompt_tokens is not None:
+            room = min(room, b.max_prompt_tokens - used.prompt_tokens)
+        if b.max_total_tokens is not None:
+            room = min(room, b.max_total_tokens - used.total_tokens)
+        return max(0, room)
+
     def count_messages(self, messages: Messages) -> int:
-        """Prompt size of a message list, with a few tokens per message for the chat template."""
-        return sum(self.count_tokens(m["content"]) + 6 for m in messages)
+        """Prompt size of a message list, with room for the chat template (role markers and the
+        default system prompt some templates add)."""
+        return sum(self.count_tokens(m["content"]) + 6 for m in messages) + 30
 
     def _check_budget(self, step: str, prompt_tokens: int, max_tokens: int) -> int:
         """Raise if the call cannot fit; return the completion allowance that still fits."""

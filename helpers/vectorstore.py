@@ -12,6 +12,7 @@ the text, so dense and hybrid search work on the same collection.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -19,6 +20,10 @@ from pathlib import Path
 from .config import Config
 from .embeddings import Embedder
 from .errors import DatabaseLockedError, EmbeddingMismatchError, VectorStoreError
+
+# Milvus Lite's in-process gRPC server logs a traceback for calls it does not implement
+# (e.g. AllocTimestamp, which pymilvus probes); they are harmless, so keep them quiet.
+logging.getLogger("grpc._server").setLevel(logging.CRITICAL)
 
 TEXT_MAX = 8192
 META_PROPERTY = "deepsearch.meta"  # collection property: description, embedding model, dimension
@@ -76,6 +81,7 @@ class VectorStore:
         if self.is_local:
             Path(uri).parent.mkdir(parents=True, exist_ok=True)
         self.uri = uri
+        self._loaded: set[str] = set()
         try:
             self.client = MilvusClient(uri=uri, token=token)
         except Exception as exc:  # pymilvus wraps the cause in several exception types
@@ -105,6 +111,12 @@ class VectorStore:
     def has_collection(self, name: str) -> bool:
         return self.client.has_collection(name)
 
+    def _ensure_loaded(self, name: str) -> None:
+        """A collection reopened from disk starts 'released': load it once per process."""
+        if name not in self._loaded:
+            self.client.load_collection(name)
+            self._loaded.add(name)
+
     def info(self, name: str) -> CollectionInfo:
         if not self.has_collection(name):
             raise VectorStoreError(f"collection '{name}' does not exist; known: "
@@ -114,6 +126,7 @@ class VectorStore:
             meta = json.loads(properties.get(META_PROPERTY) or "{}")
         except json.JSONDecodeError:
             meta = {}
+        self._ensure_loaded(name)
         count = self.client.query(name, filter="", output_fields=["count(*)"])[0]["count(*)"]
         return CollectionInfo(name, meta.get("description", ""), meta.get("embedding_model", "unknown"),
                               int(meta.get("dimension", 0)), int(count))
@@ -145,6 +158,7 @@ class VectorStore:
     def drop_collection(self, name: str) -> None:
         if self.has_collection(name):
             self.client.drop_collection(name)
+            self._loaded.discard(name)
 
     def check_embedder(self, name: str, embedder: Embedder) -> None:
         """Refuse to mix embedding models in one collection."""
@@ -159,6 +173,7 @@ class VectorStore:
     # rows ------------------------------------------------------------------
     def existing_ids(self, name: str, ids: list[str]) -> set[str]:
         found: set[str] = set()
+        self._ensure_loaded(name)
         for start in range(0, len(ids), 500):
             batch = ids[start:start + 500]
             found.update(row["id"] for row in self.client.get(name, ids=batch, output_fields=["id"]))
@@ -174,6 +189,7 @@ class VectorStore:
 
     def source_chunks(self, name: str, source: str) -> list[Hit]:
         """All chunks of one source document, in order (the agent's 'visit')."""
+        self._ensure_loaded(name)
         rows = self.client.query(name, filter=f"source == {json.dumps(source)}",
                                  output_fields=["id", *OUTPUT_FIELDS], limit=1000)
         hits = [self._hit(name, row, 1.0) for row in rows]
@@ -192,6 +208,7 @@ class VectorStore:
         from pymilvus import AnnSearchRequest, RRFRanker, WeightedRanker
 
         self.check_embedder(name, embedder)
+        self._ensure_loaded(name)
         vector = embedder.embed([query])[0].tolist()
         if mode == "dense":
             results = self.client.search(name, data=[vector], anns_field="vector", limit=k,

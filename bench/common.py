@@ -1,0 +1,44 @@
+"""Small helpers shared by the benchmark scripts (figures are printed, never asserted)."""
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from helpers.config import PROJECT_ROOT, load_config  # noqa: E402
+
+BENCH_OUT = PROJECT_ROOT / "outputs" / "bench"
+
+
+def bench_config(fast: bool = False, **overrides):
+    """The default config (or the small model with ``fast``) with a bench-only Milvus Lite directory."""
+    base = {"vector_db.uri": str(BENCH_OUT / "milvus.db")}
+    if fast:
+        base.update({"llm.model": "qwen2.5-coder-0.5b"})
+    base.update(overrides)
+    return load_config(overrides=base)
+
+
+def median_p95(values: list[float]) -> tuple[float, float]:
+    ordered = sorted(values)
+    return statistics.median(ordered), ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+
+
+def table(rows: list[dict]) -> str:
+    """Rows of dicts as an aligned text table."""
+    if not rows:
+        return "(no rows)"
+    keys = list(rows[0])
+    widths = {k: max(len(k), *(len(_fmt(r[k])) for r in rows)) for k in keys}
+    lines = ["  ".join(k.ljust(widths[k]) for k in keys)]
+    lines += ["  ".join(_fmt(r[k]).ljust(widths[k]) for k in keys) for r in rows]
+    return "\n".join(lines)
+
+
+def _fmt(value) -> str:
+    return f"{value:.2f}" if isinstance(value, float) else str(value)

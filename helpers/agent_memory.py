@@ -1,0 +1,241 @@
+"""The DeepSearch agent's memory: everything it knows, did and got wrong, plus
+the queue of questions it works on.
+
+* ``evidence`` - every passage (chunk) seen, numbered 1..n in the order first
+  seen.  The numbers never change, so the model can cite ``[n]`` in any step.
+* ``knowledge`` - knowledge items (question, answer, references, type): what a
+  search returned, what a document says, answers to sub-questions.
+* ``diary`` - one line per step: what was done and what came of it.
+* ``bad_attempts`` - rejected answers with what went wrong and what to do next.
+
+``AgentMemory.render`` lays all of it out as tagged prompt sections and trims
+the oldest parts when they do not fit a token allowance.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Literal
+
+from .prompts import fence
+from .vectorstore import Hit
+
+KnowledgeType = Literal["search", "document", "qa", "web"]
+
+
+def one_line(text: str, max_chars: int | None = None) -> str:
+    """Whitespace collapsed, cut to ``max_chars`` with an ellipsis."""
+    text = " ".join(text.split())
+    if max_chars is not None and len(text) > max_chars:
+        return text[: max_chars - 1].rstrip() + "…"
+    return text
+
+
+@dataclass
+class KnowledgeItem:
+    """One thing learnt.  ``answer`` holds one line per passage, each starting ``[n]``."""
+
+    question: str
+    answer: str
+    references: list[int]
+    type: KnowledgeType
+    step: int
+
+    def render(self, label: str, brief: bool) -> str:
+        """The item as prompt text; ``brief`` cuts every line short (used when trimming)."""
+        limit = 140 if brief else None
+        lines = [one_line(line, limit) for line in self.answer.splitlines() if line.strip()]
+        return f"[{label}] ({self.type}, step {self.step}) {self.question}\n" + fence("\n".join(lines))
+
+
+@dataclass
+class BadAttempt:
+    """A rejected answer and the lesson drawn from it."""
+
+    question: str
+    answer: str
+    check: str
+    verdict: str
+    problem: str
+    next_step: str
+    step: int
+
+    def render(self, number: int) -> str:
+        return (f"Attempt {number} (step {self.step}), rejected by the {self.check} check.\n"
+                f"Answer given:\n{fence(one_line(self.answer, 300))}\n"
+                f"Why it was rejected: {one_line(self.verdict, 250)}\n"
+                f"What went wrong: {one_line(self.problem, 250)}\n"
+                f"Learned strategy: {one_line(self.next_step, 250)}")
+
+
+class QuestionQueue:
+    """Gap questions waiting to be worked on; the original question always comes back.
+
+    * ``"front"``: new gap questions go to the front, the original question is
+      (re-)queued at the end, and each step takes the first question.  When the
+      queue is empty the original question is the current one.
+    * ``"rotate"``: the list starts as ``[original]``, gaps are appended, and
+      step ``s`` works on ``gaps[s % len(gaps)]`` (node-DeepResearch's code);
+      answered gap questions leave the list, the original never does.
+    """
+
+    def __init__(self, original: str, policy: str = "front", capacity: int = 4):
+        if policy not in ("front", "rotate"):
+            raise ValueError(f"unknown queue policy {policy!r}: use 'front' or 'rotate'")
+        self.original = original
+        self.policy = policy
+        self.capacity = capacity
+        self.items: list[str] = [] if policy == "front" else [original]
+
+    @property
+    def pending(self) -> list[str]:
+        """Gap questions still waiting (never the original)."""
+        return [q for q in self.items if q != self.original]
+
+    def is_full(self) -> bool:
+        return len(self.pending) >= self.capacity
+
+    def add(self, questions: list[str]) -> list[str]:
+        """Queue new gap questions (up to the capacity); returns the ones added."""
+        known = {q.lower() for q in [self.original, *self.items]}
+        new: list[str] = []
+        for question in questions:
+            if len(self.pending) + len(new) >= self.capacity:
+                break
+            if question.strip() and question.lower() not in known:
+                new.append(question.strip())
+                known.add(question.lower())
+        if self.policy == "front":
+            self.items = [*new, *self.pending, self.original]
+        else:
+            self.items.extend(new)
+        return new
+
+    def next(self, step: int) -> str:
+        """The question to work on at ``step`` (1-based)."""
+        if self.policy == "front":
+            return self.items.pop(0) if self.items else self.original
+        return self.items[step % len(self.items)]
+
+    def resolve(self, question: str) -> None:
+        """A gap question was answered: it leaves the rotation (a no-op for ``front``)."""
+        if question != self.original and question in self.items:
+            self.items.remove(question)
+
+
+@dataclass
+class AgentMemory:
+    evidence: list[Hit] = field(default_factory=list)
+    knowledge: list[KnowledgeItem] = field(default_factory=list)
+    diary: list[str] = field(default_factory=list)
+    bad_attempts: list[BadAttempt] = field(default_factory=list)
+    visited: set[tuple[str, str]] = field(default_factory=set)  # (collection, source)
+    queries: list[str] = field(default_factory=list)  # every search that was run
+    _numbers: dict[str, int] = field(default_factory=dict)  # chunk id -> evidence number
+
+    # evidence ------------------------------------------------------------
+    def add_evidence(self, hits: list[Hit]) -> tuple[list[int], list[int]]:
+        """Number the hits; returns (numbers of all of them, numbers of the ones that are new)."""
+        numbers, new = [], []
+        for hit in hits:
+            if hit.id not in self._numbers:
+                self.evidence.append(hit)
+                self._numbers[hit.id] = len(self.evidence)
+                new.append(len(self.evidence))
+            numbers.append(self._numbers[hit.id])
+        return numbers, new
+
+    def passage(self, number: int) -> Hit | None:
+        return self.evidence[number - 1] if 1 <= number <= len(self.evidence) else None
+
+    def unvisited(self) -> list[tuple[int, Hit]]:
+        """One (number, hit) per document not read yet, best-scoring hit first."""
+        seen: set[tuple[str, str]] = set()
+        found = []
+        for number, hit in enumerate(self.evidence, start=1):
+            key = (hit.collection, hit.source)
+            if hit.collection != "web" and key not in self.visited and key not in seen:
+                seen.add(key)
+                found.append((number, hit))
+        return sorted(found, key=lambda pair: pair[1].score, reverse=True)
+
+    # rendering -----------------------------------------------------------
+    def render(self, count_tokens: Callable[[str], int], max_tokens: int) -> tuple[str, list[str]]:
+        """The memory as tagged prompt sections, trimmed to ``max_tokens``.
+
+        Trimming works oldest first: knowledge items are shortened, then older
+        diary lines and whole knowledge items are left out.  Returns the text
+        and notes saying what was trimmed (empty when everything fit).
+        """
+        view = _MemoryView(self)
+        text = view.render()
+        moves = view.trimming_moves()
+        while count_tokens(text) > max_tokens:
+            if next(moves, None) is None:
+                break
+            text = view.render()
+        return text, view.notes()
+
+
+class _MemoryView:
+    """What of the memory goes into one prompt; trimming changes the view, never the memory."""
+
+    KEEP_DIARY = 3  # diary lines kept before knowledge items are dropped
+
+    def __init__(self, memory: AgentMemory):
+        self.memory = memory
+        self.brief: set[int] = set()  # indexes of knowledge items shown shortened
+        self.first_item = 0  # knowledge items before this index are left out
+        self.first_diary = 0
+        self.first_bad = 0
+
+    def render(self) -> str:
+        m = self.memory
+        sections = []
+        items = [item.render(f"K{i + 1}", i in self.brief) for i, item in enumerate(m.knowledge)
+                 if i >= self.first_item]
+        if self.first_item:
+            items.insert(0, f"({self.first_item} older knowledge item(s) left out to save space)")
+        if items:
+            sections.append("<knowledge>\n" + "\n\n".join(items) + "\n</knowledge>")
+        diary = m.diary[self.first_diary:]
+        if self.first_diary:
+            diary.insert(0, f"({self.first_diary} earlier step(s) left out)")
+        if diary:
+            sections.append("<diary>\n" + "\n".join(diary) + "\n</diary>")
+        bad = [attempt.render(i + 1) for i, attempt in enumerate(m.bad_attempts) if i >= self.first_bad]
+        if bad:
+            sections.append("<bad-attempts>\nThese answers were rejected; do not repeat them.\n"
+                            + "\n\n".join(bad) + "\n</bad-attempts>")
+        return "\n\n".join(sections) if sections else "<knowledge>\nNothing found yet.\n</knowledge>"
+
+    def trimming_moves(self) -> Iterator[None]:
+        """Each ``next()`` trims one more piece, oldest and least useful first."""
+        m = self.memory
+        for index in range(len(m.knowledge)):
+            self.brief.add(index)
+            yield
+        while len(m.diary) - self.first_diary > self.KEEP_DIARY:
+            self.first_diary += 1
+            yield
+        while len(m.bad_attempts) - self.first_bad > 1:
+            self.first_bad += 1
+            yield
+        while self.first_item < len(m.knowledge):
+            self.first_item += 1
+            yield
+        while self.first_diary < len(m.diary):
+            self.first_diary += 1
+            yield
+
+    def notes(self) -> list[str]:
+        m = self.memory
+        parts = []
+        if self.brief:
+            parts.append(f"{len(self.brief)} knowledge item(s) shortened")
+        if self.first_item:
+            parts.append(f"{self.first_item} of {len(m.knowledge)} knowledge item(s) left out")
+        if self.first_diary:
+            parts.append(f"{self.first_diary} of {len(m.diary)} diary line(s) left out")
+        if self.first_bad:
+            parts.append(f"{self.first_bad} older bad attempt(s) left out")
+        return [f"memory trimmed to fit the prompt: {', '.join(parts)}"] if parts else []

@@ -1,0 +1,644 @@
+"""The DeepSearch agent: search, read and reason in a loop until an answer passes
+evaluation (a Python rebuild of the ideas behind Jina's node-DeepResearch).
+
+Every step:
+
+1. the code decides which actions are allowed now (``allowed_actions``) and
+   builds a reply schema whose ``action`` enum holds only those
+   (``action_schema``), so constrained decoding cannot pick another one;
+2. the model sees the question, its memory (knowledge, diary, bad attempts)
+   and the allowed actions, and picks one;
+3. the action runs:
+
+   * **search** - the requested queries are de-duplicated against earlier
+     searches, rewritten into better ones, de-duplicated again, and run;
+   * **visit** - whole documents behind chosen passages are read;
+   * **reflect** - gap questions go into the question queue;
+   * **answer** - an answer to a gap question becomes knowledge; an answer to
+     the original question is evaluated by separate calls (``evaluators``) and
+     either accepted or turned into a bad attempt with a lesson.
+
+The loop stops at an accepted answer.  When tokens run short, bad attempts hit
+their cap or the steps run out, **beast mode** masks everything but ``answer``
+and the model must commit to its best answer (not evaluated).  If even that
+fails, a plain answer is put together from the best passages: the run always
+ends with an answer and numbered sources.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+import warnings
+from dataclasses import replace
+from functools import cached_property
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, create_model
+
+from .agent_memory import AgentMemory, BadAttempt, KnowledgeItem, QuestionQueue, one_line
+from .config import Config
+from .embeddings import Embedder, get_embedder
+from .errors import BudgetExceededError, ContextOverflowError, StructuredOutputError, VectorStoreError
+from .evaluators import analyze_failure, evaluate_answer, plan_checks
+from .llm import LLM, Budget, make_llm
+from .prompts import get_prompt, render
+from .query_dedup import QueryDeduper
+from .retrieval import search_collections
+from .trace import Result, TraceStep, hit_summary, number_sources, traced
+from .vectorstore import Hit, VectorStore
+
+ACTIONS = ("search", "visit", "reflect", "answer")
+MAX_QUERIES = 3  # per search step, after rewriting
+TEMPLATE_SLACK = 32  # tokens the chat template may add beyond llm.count_messages' estimate
+
+
+class NoRoomForCall(Exception):
+    """A call would use tokens that are kept back for the final answer."""
+
+
+class WebSearchUnavailable(Exception):
+    """Web search cannot be used here (package missing, or offline)."""
+
+
+class Rewrite(BaseModel):
+    queries: list[str] = Field(max_length=MAX_QUERIES)
+
+
+# masking and the dynamic schema --------------------------------------------------
+
+def allowed_actions(*, beast_mode: bool, has_evidence: bool, has_unvisited: bool,
+                    queue_full: bool, answer_rejected: bool) -> list[str]:
+    """The actions the model may choose at this step.
+
+    * beast mode: only ``answer``;
+    * ``visit`` needs a document not read yet;
+    * ``reflect`` needs room in the gap-question queue;
+    * ``answer`` needs at least one passage, and is masked right after a rejected answer;
+    * ``search`` is always possible outside beast mode.
+    """
+    if beast_mode:
+        return ["answer"]
+    allowed = ["search"]
+    if has_unvisited:
+        allowed.append("visit")
+    if not queue_full:
+        allowed.append("reflect")
+    if has_evidence and not answer_rejected:
+        allowed.append("answer")
+    return allowed
+
+
+def action_schema(allowed: list[str], collections: list[str], web_search: bool = False,
+                  max_visits: int = 2) -> type[BaseModel]:
+    """The reply model for one step: ``action`` is a Literal of the allowed actions only,
+    and only the fields those actions use exist (all optional except ``action``)."""
+    unknown = set(allowed) - set(ACTIONS)
+    if not allowed or unknown:
+        raise ValueError(f"allowed actions must be a non-empty subset of {ACTIONS}, got {allowed}")
+    fields: dict[str, Any] = {
+        "action": (Literal[tuple(allowed)], Field(description="the one action to take now")),
+        "reason": (str, Field(default="", max_length=200, description="one short sentence")),
+    }
+    if "search" in allowed:
+        fields["queries"] = (list[str], Field(default_factory=list, max_length=MAX_QUERIES,
+                                              description="short keyword queries"))
+        if len(collections) > 1:
+            fields["collections"] = (list[Literal[tuple(collections)]], Field(
+                default_factory=list, description="collections to search; empty means all"))
+        if web_search:
+            fields["web"] = (bool, Field(default=False, description="also search the web"))
+    if "visit" in allowed:
+        fields["visit"] = (list[int], Field(default_factory=list, max_length=max_visits,
+                                            description="passage numbers whose documents to read"))
+    if "reflect" in allowed:
+        fields["gap_questions"] = (list[str], Field(default_factory=list, max_length=3,
+                                                    description="new sub-questions"))
+    if "answer" in allowed:
+        fields["answer"] = (str, Field(default="", description="the answer, citing passages as [n]"))
+        fields["references"] = (list[int], Field(default_factory=list, description="passage numbers used"))
+    return create_model("AgentStep", **fields)
+
+
+# helpers ---------------------------------------------------------------------------
+
+def web_search(query: str, max_chars: int = 1500) -> str:
+    """One web search through LangChain's DuckDuckGo tool, or ``WebSearchUnavailable`` saying why not."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            from langchain_community.tools import DuckDuckGoSearchRun
+            tool = DuckDuckGoSearchRun()
+    except Exception as exc:  # ImportError, or the tool's own check for its search package
+        raise WebSearchUnavailable(f"web search is not available here ({type(exc).__name__}: {exc}); "
+                                   "carrying on with the knowledge base only") from exc
+    try:
+        return str(tool.invoke(query))[:max_chars]
+    except Exception as exc:  # offline, blocked or rate-limited: the tool raises many kinds
+        raise WebSearchUnavailable(f"web search failed, probably offline ({type(exc).__name__}: {exc}); "
+                                   "carrying on with the knowledge base only") from exc
+
+
+_CITATION = re.compile(r"\[(\d{1,3})\]")
+_CITATION_LIST = re.compile(r"\[(\d{1,3}(?:\s*,\s*\d{1,3})+)\]")
+
+
+def cite_sources(answer: str, references: list[int], memory: AgentMemory) -> tuple[str, list[Hit], list[str]]:
+    """Renumber an answer's passage citations 1..k and return (answer, cited hits in order, notes).
+
+    ``[2, 5]`` becomes ``[2][5]``; citations of unknown passages are removed; when
+    the text cites nothing but the model listed references, they are appended.
+    References listed but not cited follow the cited ones (marked not cited).
+    """
+    notes = []
+    answer = _CITATION_LIST.sub(lambda m: "".join(f"[{n.strip()}]" for n in m.group(1).split(",")), answer)
+    known = list(dict.fromkeys(int(x) for x in _CITATION.findall(answer)))
+    unknown = [n for n in known if memory.passage(n) is None]
+    if unknown:
+        answer = _CITATION.sub(lambda m: "" if int(m.group(1)) in unknown else m.group(0), answer)
+        notes.append(f"removed citations of passages that do not exist: {unknown}")
+    cited = [n for n in known if n not in unknown]
+    listed = [n for n in dict.fromkeys(references) if memory.passage(n) is not None]
+    if not cited and listed:
+        answer = answer.rstrip() + " " + "".join(f"[{n}]" for n in listed)
+        cited = listed
+        notes.append(f"the answer cited nothing inline; appended its listed references {listed}")
+    order = cited + [n for n in listed if n not in cited]
+    new_number = {old: new for new, old in enumerate(order, start=1)}
+    answer = _CITATION.sub(lambda m: f"[{new_number[int(m.group(1))]}]", answer)
+    return answer.strip(), [memory.passage(n) for n in order], notes
+
+
+def _with_token_budget(llm: LLM, token_budget: int) -> LLM:
+    """The same backend and ledger, with a total-token budget that ends ``token_budget`` tokens from now."""
+    limit = llm.ledger.total_tokens + token_budget - TEMPLATE_SLACK
+    if llm.budget.max_total_tokens is not None:
+        limit = min(limit, llm.budget.max_total_tokens)
+    budget = Budget(max_calls=llm.budget.max_calls, max_prompt_tokens=llm.budget.max_prompt_tokens,
+                    max_total_tokens=limit)
+    return LLM(llm.backend, temperature=llm.temperature, max_tokens=llm.max_tokens, retries=llm.retries,
+               budget=budget, ledger=llm.ledger)
+
+
+def _quoted(texts: list[str]) -> str:
+    return ", ".join(f'"{t}"' for t in texts)
+
+
+def _numbers(numbers: list[int]) -> str:
+    return ", ".join(f"[{n}]" for n in numbers)
+
+
+# the agent --------------------------------------------------------------------------
+
+class DeepSearchAgent:
+    """One run of the loop.  Use ``run_deepsearch``; the class is here to be read and tested."""
+
+    def __init__(self, question: str, config: Config, llm: LLM, store: VectorStore, embedder: Embedder, *,
+                 collections: list[str] | None = None, answer_tokens: int | None = None,
+                 memory_share: float = 0.2, max_visits: int = 2, snippet_chars: int = 300,
+                 document_chars: int = 3000):
+        self.question = question.strip()
+        self.config = config
+        self.limits = config.agent
+        self.llm = _with_token_budget(llm, config.agent.token_budget)
+        self.store = store
+        self.embedder = embedder
+        self.collections = collections or store.list_collections()
+        self.answer_tokens = answer_tokens or config.llm.max_tokens
+        self.memory_share = memory_share
+        self.max_visits = max_visits
+        self.snippet_chars = snippet_chars
+        self.document_chars = document_chars
+
+        self.memory = AgentMemory()
+        self.queue = QuestionQueue(self.question, config.agent.queue_policy, config.agent.max_gap_questions)
+        self.query_dedup = QueryDeduper(embedder, config.agent.dedup_threshold)
+        self.question_dedup = QueryDeduper(embedder, config.agent.dedup_threshold)
+        self.question_dedup.remember([self.question])
+        self.trace: list[TraceStep] = []
+        self.web_enabled = config.agent.web_search
+        self.step = 0
+        self.answer_rejected = False  # the previous step's answer failed evaluation
+        self.checks: list[str] | None = None  # the evaluation plan, made at the first answer
+        self.final_answer: str | None = None
+        self.final_references: list[int] = []
+        self.finish = ""
+        self.beast_reason: str | None = None
+        self._collections_text = self._describe_collections()
+
+    # the loop -------------------------------------------------------------------
+    def run(self) -> Result:
+        started = time.perf_counter()
+        for step in range(1, self.limits.max_steps + 1):
+            self.step = step
+            trigger = self._beast_trigger(step)
+            if trigger:
+                self._beast_mode(trigger)
+                break
+            try:
+                self._take_step(self.queue.next(step))
+            except (NoRoomForCall, BudgetExceededError):
+                self._beast_mode("token budget")
+                break
+            if self.final_answer is not None:
+                break
+        return self._result(time.perf_counter() - started)
+
+    def _beast_trigger(self, step: int) -> str | None:
+        if len(self.memory.bad_attempts) >= self.limits.max_bad_attempts:
+            return "bad attempts"
+        if step >= self.limits.max_steps:
+            return "steps"
+        return None
+
+    def _take_step(self, question: str) -> None:
+        allowed = allowed_actions(beast_mode=False, has_evidence=bool(self.memory.evidence),
+                                  has_unvisited=bool(self.memory.unvisited()),
+                                  queue_full=self.queue.is_full(), answer_rejected=self.answer_rejected)
+        self.answer_rejected = False
+        schema = action_schema(allowed, self.collections, self.web_enabled, self.max_visits)
+        messages, notes = self._action_messages(question, allowed)
+        decision = self._ask("action", messages, schema, self.answer_tokens, notes=notes,
+                             question=question, allowed=allowed)
+        if decision is None or decision.action not in allowed:
+            decision = schema(action="search", queries=[question])
+            self.trace[-1].notes.append("no usable action: searching the current question instead")
+        handlers = {"search": self._search, "visit": self._visit, "reflect": self._reflect,
+                    "answer": self._answer}
+        handlers[decision.action](question, decision)
+
+    # model calls and the budget ---------------------------------------------------
+    def _ask(self, step_name: str, messages: list[dict], schema: type[BaseModel], max_tokens: int, *,
+             final: bool = False, notes: tuple[str, ...] | list[str] = (), **inputs: Any) -> BaseModel | None:
+        """One structured call, traced.  ``None`` when the model gave no valid reply.
+
+        Unless ``final``, raises ``NoRoomForCall`` when the call would eat into the
+        tokens kept for the final answer.
+        """
+        with traced(self.trace, self.llm.ledger, step_name, self.step, **inputs) as entry:
+            entry.messages = messages
+            entry.notes.extend(notes)
+            if not final:
+                try:
+                    self._check_room(messages, max_tokens)
+                except NoRoomForCall as exc:
+                    entry.notes.append(f"not run: {exc}")
+                    raise
+            try:
+                reply = self.llm.structured(messages, schema, step=step_name, max_tokens=max_tokens)
+            except StructuredOutputError as exc:
+                entry.raw = exc.raw_replies[-1] if exc.raw_replies else None
+                entry.notes.append(f"no valid reply after {len(exc.raw_replies)} attempt(s): {exc.last_error}")
+                return None
+            except ContextOverflowError as exc:
+                entry.notes.append(f"prompt too long: {exc}")
+                return None
+            except BudgetExceededError as exc:
+                entry.notes.append(f"token budget: {exc}")
+                raise
+            entry.raw, entry.parsed = reply.raw, reply.value.model_dump()
+            if reply.attempts > 1:
+                entry.notes.append(f"valid only at attempt {reply.attempts}")
+            return reply.value
+
+    def _tokens_left(self) -> int:
+        return self.llm.budget.max_total_tokens - self.llm.ledger.total_tokens
+
+    @cached_property
+    def _beast_prompt_tokens(self) -> int:
+        """The size of the beast-mode prompt without any memory."""
+        return self.llm.count_messages(self._final_messages(memory_tokens=0)[0])
+
+    def _final_reserve(self) -> int:
+        """Tokens kept back for the beast-mode answer: its prompt with today's memory (at most the
+        memory cap) plus the reply.  Memory that grows later is trimmed to what is left."""
+        memory, _ = self.memory.render(self.llm.count_tokens, self._memory_cap())
+        memory_tokens = min(self.llm.count_tokens(memory), self._memory_cap())
+        return self._beast_prompt_tokens + memory_tokens + self.answer_tokens
+
+    def _check_room(self, messages: list[dict], max_tokens: int) -> None:
+        cost = self.llm.count_messages(messages) + max_tokens
+        reserve, left = self._final_reserve(), self._tokens_left()
+        if cost + reserve > left:
+            raise NoRoomForCall(f"this call (up to {cost} tokens) would eat into the {reserve} tokens "
+                                f"kept for the final answer ({left} left)")
+
+    def _memory_cap(self) -> int:
+        """The most tokens the memory sections may take in one prompt (a share of the budget)."""
+        return int(self.memory_share * self.limits.token_budget)
+
+    # prompts -----------------------------------------------------------------------
+    def _describe_collections(self) -> str:
+        lines = []
+        for name in self.collections:
+            try:
+                description = self.store.info(name).description
+            except VectorStoreError:
+                description = ""
+            summary = re.split(r"[:.]", description, maxsplit=1)[0]
+            lines.append(f"- {name}: {one_line(summary, 110)}" if summary else f"- {name}")
+        return "\n".join(lines)
+
+    def _prompt(self, actions: str, focus: str, memory_tokens: int) -> tuple[list[dict], list[str]]:
+        """System + user messages with the memory trimmed to fit both the context and ``memory_tokens``."""
+        system = get_prompt("agent_system")
+        values = {"question": self.question, "collections": self._collections_text,
+                  "focus": focus, "actions": actions}
+        fixed = self.llm.count_tokens(system + render("agent_action", memory="", **values))
+        room = min(self.llm.context_size - fixed - self.answer_tokens - TEMPLATE_SLACK, memory_tokens)
+        memory, notes = self.memory.render(self.llm.count_tokens, room) if room > 0 else ("", [])
+        user = render("agent_action", memory=memory, **values)
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}], notes
+
+    def _action_messages(self, question: str, allowed: list[str]) -> tuple[list[dict], list[str]]:
+        blocks = []
+        if "search" in allowed:
+            web = ' Set "web": true to also search the web.' if self.web_enabled else ""
+            blocks.append(render("agent_action_search", web=web,
+                                 done="; ".join(self.memory.queries[-10:]) or "none"))
+        if "visit" in allowed:
+            documents = "\n".join(f"[{n}] {hit.title} ({hit.collection})"
+                                  for n, hit in self.memory.unvisited()[:8])
+            blocks.append(render("agent_action_visit", max_visits=self.max_visits, documents=documents))
+        if "reflect" in allowed:
+            room = min(3, self.limits.max_gap_questions - len(self.queue.pending))
+            asked = "; ".join(self.question_dedup.texts[1:]) or "nothing yet"
+            blocks.append(render("agent_action_reflect", room=room, asked=asked))
+        if "answer" in allowed:
+            target = "the question above" if question == self.question else "the current sub-question"
+            blocks.append(render("agent_action_answer", target=target))
+        focus = render("agent_focus", sub_question=question) if question != self.question else ""
+        return self._prompt("\n\n".join(blocks), focus, self._memory_cap())
+
+    def _final_messages(self, memory_tokens: int | None = None) -> tuple[list[dict], list[str]]:
+        """The beast-mode prompt; by default its memory uses what the budget still allows."""
+        if memory_tokens is None:
+            memory_tokens = min(self._memory_cap(),
+                                self._tokens_left() - self._beast_prompt_tokens - self.answer_tokens)
+        return self._prompt(get_prompt("agent_beast"), "", memory_tokens)
+
+    # actions ---------------------------------------------------------------------------
+    def _search(self, question: str, decision: BaseModel) -> None:
+        requested = [q for q in decision.queries if q.strip()] or [question]
+        chosen = [c for c in getattr(decision, "collections", []) if c in self.collections]
+        collections = chosen or self.collections
+        fresh = self.query_dedup.filter(requested, remember=False)
+        if not fresh.kept:
+            self._record_search([], [], fresh.dropped, [], requested)
+            self._diary(f"asked to search {_quoted(requested)}, which repeats earlier searches; nothing was "
+                        "searched. Use other words, read a document or answer.")
+            return
+        rewritten = self._rewrite(question, fresh.kept)
+        final = self.query_dedup.filter(rewritten, remember=True)
+        new_numbers: list[int] = []
+        notes: list[str] = []
+        hits_seen: list[Hit] = []
+        for query in final.kept:
+            self.memory.queries.append(query)
+            try:
+                hits = search_collections(self.store, self.embedder, query, collections,
+                                          k=self.config.search.top_k, mode=self.config.search.mode,
+                                          ranker=self.config.search.ranker)[: self.config.search.top_k]
+            except VectorStoreError as exc:
+                notes.append(f"search for {query!r} failed: {exc}")
+                continue
+            hits_seen += hits
+            new_numbers += self._learn_from_search(query, hits)
+            if self.web_enabled and getattr(decision, "web", False):
+                new_numbers += self._web_search(query, notes)
+        self._record_search(final.kept, hits_seen, fresh.dropped + final.dropped, notes, requested,
+                            rewritten=rewritten, collections=collections)
+        where = "all collections" if not chosen else ", ".join(chosen)
+        found = f"{len(new_numbers)} new passage(s) {_numbers(new_numbers)}" if new_numbers else "no new passages"
+        skipped = [d["query"] for d in fresh.dropped + final.dropped]
+        extra = f" Skipped as repeats: {_quoted(skipped)}." if skipped else ""
+        self._diary(f"searched {where} for {_quoted(final.kept) or 'nothing new'}: {found}.{extra}")
+
+    def _rewrite(self, question: str, requests: list[str]) -> list[str]:
+        """Up to three better queries; the requests themselves when the model gives nothing usable."""
+        prompt = render("agent_rewrite", question=question, requests="\n".join(f"- {r}" for r in requests),
+                        max_queries=MAX_QUERIES)
+        messages = [{"role": "system", "content": "You write search queries. Reply with JSON only."},
+                    {"role": "user", "content": prompt}]
+        reply = self._ask("rewrite", messages, Rewrite, 120, requests=requests)
+        queries = [q.strip() for q in reply.queries if q.strip()] if reply is not None else []
+        if not queries:
+            self.trace[-1].notes.append("rewriting gave nothing usable: searching the requested queries")
+            return requests[:MAX_QUERIES]
+        return queries[:MAX_QUERIES]
+
+    def _learn_from_search(self, query: str, hits: list[Hit]) -> list[int]:
+        """Number the hits and store one knowledge item for the query; returns the new numbers."""
+        numbers, new = self.memory.add_evidence(hits)
+        lines = [f"[{n}] {self._where(hit)}: {one_line(hit.text, self.snippet_chars)}"
+                 for n, hit in zip(numbers, hits) if n in new]
+        repeated = [n for n in numbers if n not in new]
+        if repeated:
+            lines.append(f"Also matched passages listed earlier: {_numbers(repeated)}")
+        if lines:
+            self.memory.knowledge.append(KnowledgeItem(
+                f'What does the knowledge base say about "{query}"?', "\n".join(lines), numbers, "search",
+                self.step))
+        return new
+
+    def _web_search(self, query: str, notes: list[str]) -> list[int]:
+        try:
+            text = web_search(query)
+        except WebSearchUnavailable as exc:
+            notes.append(str(exc))
+            self.web_enabled = False
+            self._diary("web search is unavailable; only the knowledge base can be searched.")
+            return []
+        digest = hashlib.sha1(f"{query}\n{text}".encode()).hexdigest()[:16]
+        hit = Hit(f"web-{digest}", text, 0.0, "web", f"web search: {query}", f"Web search: {query}", "", 0)
+        numbers, new = self.memory.add_evidence([hit])
+        self.memory.knowledge.append(KnowledgeItem(f'What does the web say about "{query}"?',
+                                                   f"[{numbers[0]}] {one_line(text, 1200)}", numbers, "web",
+                                                   self.step))
+        return new
+
+    def _record_search(self, queries: list[str], hits: list[Hit], dropped: list[dict], notes: list[str],
+                       requested: list[str], **inputs: Any) -> None:
+        with traced(self.trace, self.llm.ledger, "search", self.step, requested=requested, **inputs) as entry:
+            entry.parsed = {"queries": queries}
+            entry.kept = [hit_summary(h) for h in hits]
+            entry.dropped = [{**d, "reason": "near-duplicate of an earlier query"} for d in dropped]
+            entry.notes.extend(notes)
+
+    def _visit(self, question: str, decision: BaseModel) -> None:
+        unread = {(h.collection, h.source): h for _, h in self.memory.unvisited()}
+        targets: list[Hit] = []
+        for number in decision.visit:
+            passage = self.memory.passage(number)
+            key = (passage.collection, passage.source) if passage else None
+            if key in unread and unread[key] not in targets:
+                targets.append(unread[key])
+        with traced(self.trace, self.llm.ledger, "visit", self.step, chosen=list(decision.visit)) as entry:
+            if not targets:
+                targets = [self.memory.unvisited()[0][1]]
+                entry.notes.append("no chosen number points to an unread document: reading the best-scoring one")
+            read = []
+            for hit in targets[: self.max_visits]:
+                self.memory.visited.add((hit.collection, hit.source))
+                try:
+                    chunks = self.store.source_chunks(hit.collection, hit.source)
+                except VectorStoreError as exc:
+                    entry.notes.append(f"could not read {hit.source}: {exc}")
+                    continue
+                numbers = self._learn_from_document(hit, chunks, entry.notes)
+                entry.kept += [hit_summary(self.memory.passage(n)) for n in numbers]
+                read.append(f'"{hit.title}" ({_numbers(numbers[:1])}-[{numbers[-1]}])' if numbers else hit.title)
+        self._diary(f"read {', '.join(read) or 'nothing'}.")
+
+    def _learn_from_document(self, parent: Hit, chunks: list[Hit], notes: list[str]) -> list[int]:
+        """Store a document (cut to ``document_chars``) as one knowledge item; returns its passage numbers."""
+        kept, used = [], 0
+        for chunk in chunks:
+            if kept and used + len(chunk.text) > self.document_chars:
+                notes.append(f"{parent.source}: read the first {len(kept)} of {len(chunks)} chunks "
+                             f"({self.document_chars} characters)")
+                break
+            kept.append(replace(chunk, score=parent.score))  # a chunk inherits the score of the hit that led here
+            used += len(chunk.text)
+        numbers, _ = self.memory.add_evidence(kept)
+        lines = [f"[{n}] {chunk.section or chunk.title}: {one_line(chunk.text)}" for n, chunk in zip(numbers, kept)]
+        if lines:
+            self.memory.knowledge.append(KnowledgeItem(
+                f'What does the document "{parent.title}" ({parent.source}) say?', "\n".join(lines), numbers,
+                "document", self.step))
+        return numbers
+
+    def _reflect(self, question: str, decision: BaseModel) -> None:
+        proposed = [q for q in decision.gap_questions if q.strip()]
+        with traced(self.trace, self.llm.ledger, "reflect", self.step, proposed=proposed) as entry:
+            fresh = self.question_dedup.filter(proposed, remember=False)
+            added = self.queue.add(fresh.kept)
+            self.question_dedup.remember(added)
+            entry.parsed = {"added": added, "queue": list(self.queue.items)}
+            entry.dropped = [{**d, "reason": "near-duplicate of an earlier question"} for d in fresh.dropped]
+            entry.dropped += [{"query": q, "reason": "gap-question queue is full"}
+                              for q in fresh.kept if q not in added]
+        if added:
+            self._diary(f"noted sub-questions to work on: {_quoted(added)}.")
+        else:
+            self._diary("reflected but found no new sub-question.")
+
+    def _answer(self, question: str, decision: BaseModel) -> None:
+        answer = decision.answer.strip()
+        references = [n for n in decision.references if self.memory.passage(n) is not None]
+        if not answer:
+            self.answer_rejected = True
+            self._diary("chose to answer but wrote no answer.")
+            return
+        if question != self.question:
+            self.memory.knowledge.append(KnowledgeItem(question, answer, references, "qa", self.step))
+            self.queue.resolve(question)
+            self._diary(f"answered the sub-question {_quoted([question])}; saved as knowledge.")
+            return
+        try:
+            if self.checks is None:
+                self.checks = plan_checks(self._ask, self.question)
+            evaluation = evaluate_answer(self._ask, self.question, answer, self._passages(answer, references),
+                                         self.checks)
+        except (NoRoomForCall, BudgetExceededError):
+            self.beast_reason = "token budget"
+            self._accept(answer, references, "beast mode (token budget): the answer just written was kept "
+                                             "without a complete evaluation")
+            return
+        with traced(self.trace, self.llm.ledger, "evaluate", self.step, checks=self.checks) as entry:
+            entry.parsed = {"passed": evaluation.passed,
+                            "results": [vars(result) for result in evaluation.results]}
+        if evaluation.passed:
+            self._accept(answer, references, "answer passed evaluation")
+            return
+        failed = evaluation.failed
+        try:
+            problem, next_step = analyze_failure(self._ask, self.question, answer, failed, self.memory.diary[-3:])
+        except (NoRoomForCall, BudgetExceededError):
+            problem, next_step = failed.reasoning, "Find the missing facts before answering again."
+        self.memory.bad_attempts.append(BadAttempt(self.question, answer, failed.name, failed.reasoning,
+                                                   problem, next_step, self.step))
+        self.answer_rejected = True
+        self._diary(f"answered the question; the {failed.name} check rejected it: {one_line(failed.reasoning, 160)}")
+
+    def _passages(self, answer: str, references: list[int]) -> str:
+        """The passages an answer cites (for the strict check), shortened."""
+        numbers = [int(n) for n in _CITATION.findall(answer)] + references
+        hits = [(n, self.memory.passage(n)) for n in dict.fromkeys(numbers)]
+        return "\n".join(f"[{n}] {one_line(hit.text, 350)}" for n, hit in hits if hit is not None)[:2000]
+
+    # endings -------------------------------------------------------------------------------
+    def _beast_mode(self, reason: str) -> None:
+        """All actions but answer are masked; the model must commit to an answer (not evaluated)."""
+        self.beast_reason = reason
+        messages, notes = self._final_messages()
+        schema = action_schema(["answer"], [])
+        try:
+            reply = self._ask("beast answer", messages, schema, self.answer_tokens, final=True,
+                              notes=[f"beast mode: {reason}", *notes])
+        except BudgetExceededError:
+            reply = None
+        if reply is not None and reply.answer.strip():
+            self._accept(reply.answer, list(reply.references), f"beast mode ({reason})")
+        else:
+            self._fallback(reason)
+
+    def _fallback(self, reason: str) -> None:
+        """No model answer at all: list the best sub-answers and passages found, with their numbers."""
+        lines = [f"- {item.question} {one_line(item.answer, 300)}"
+                 for item in self.memory.knowledge if item.type == "qa"][-3:]
+        ranked = sorted(range(1, len(self.memory.evidence) + 1),
+                        key=lambda n: self.memory.passage(n).score, reverse=True)[:3]
+        lines += [f"- {one_line(self.memory.passage(n).text, 240)} [{n}]" for n in ranked]
+        if lines:
+            answer = ("No checked answer could be written. The most relevant findings were:\n" + "\n".join(lines))
+        else:
+            answer = "No answer could be found: the knowledge base search returned nothing relevant."
+        with traced(self.trace, self.llm.ledger, "fallback", self.step, reason=reason) as entry:
+            entry.notes.append("beast mode gave no answer: the answer was assembled from the memory without the model")
+        self._accept(answer, ranked, f"fallback ({reason}): answer assembled without the model")
+
+    def _accept(self, answer: str, references: list[int], finish: str) -> None:
+        self.final_answer, self.final_references, self.finish = answer, references, finish
+
+    def _result(self, seconds: float) -> Result:
+        answer, hits, notes = cite_sources(self.final_answer or "", self.final_references, self.memory)
+        with traced(self.trace, self.llm.ledger, "finish", self.step) as entry:
+            entry.parsed = {"finish": self.finish, "beast_mode": self.beast_reason}
+            entry.notes.extend(notes)
+        settings = {**self.limits.model_dump(), "model": self.config.llm.model,
+                    "answer_tokens": self.answer_tokens, "memory_share": self.memory_share,
+                    "max_visits": self.max_visits, "snippet_chars": self.snippet_chars,
+                    "document_chars": self.document_chars, "collections": self.collections,
+                    "finish": self.finish, "beast_mode": self.beast_reason, "steps": self.step,
+                    "bad_attempts": len(self.memory.bad_attempts)}
+        return Result(self.question, "deepsearch", answer, number_sources(hits, answer), self.trace,
+                      self.llm.ledger, seconds, None, settings)
+
+    # small helpers ------------------------------------------------------------------------------
+    def _diary(self, text: str) -> None:
+        self.memory.diary.append(f"Step {self.step}: {text}")
+
+    @staticmethod
+    def _where(hit: Hit) -> str:
+        return f"{hit.title} / {hit.section}" if hit.section else hit.title
+
+
+def run_deepsearch(question: str, config: Config, *, llm: LLM | None = None, store: VectorStore | None = None,
+                   embedder: Embedder | None = None, collections: list[str] | None = None,
+                   **options: Any) -> Result:
+    """Answer ``question`` with the DeepSearch agent loop; always returns a ``Result`` with an answer.
+
+    ``config.agent`` sets the token budget, steps, bad-attempt cap, queue policy,
+    gap-queue size, dedup threshold and web search.  ``options`` are
+    ``DeepSearchAgent``'s keyword arguments: ``answer_tokens`` (reply room for
+    answers, default ``config.llm.max_tokens``), ``memory_share`` (the share of the
+    token budget the memory may take in one prompt, 0.2), ``max_visits`` (2),
+    ``snippet_chars`` (300) and ``document_chars`` (3000).
+    """
+    from .vectorstore import open_store
+
+    llm = llm or make_llm(config)
+    store = store or open_store(config)
+    embedder = embedder or get_embedder(config.embedding)
+    return DeepSearchAgent(question, config, llm, store, embedder, collections=collections, **options).run()

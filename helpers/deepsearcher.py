@@ -1,0 +1,363 @@
+"""The DeepSearcher pipeline, one function per step:
+
+    decompose -> [route -> retrieve -> filter for relevance -> reflect]* -> synthesize
+
+Each step has its own prompt (``helpers/prompts``), takes an optional edited
+``template``, and returns its output plus a ``TraceStep``, so a notebook can run
+and change any step alone.  ``run_deepsearcher`` chains them: the loop repeats
+while the reflection step returns gap queries and ``max_iter`` and the budget
+allow.  A failing step degrades (and says so in the trace) instead of aborting.
+"""
+from __future__ import annotations
+
+import time
+from typing import Literal
+
+from pydantic import BaseModel, Field, create_model
+
+from .config import Config
+from .embeddings import Embedder, get_embedder
+from .errors import BudgetExceededError, DeepSearchLabError, StructuredOutputError
+from .llm import LLM, Budget, make_llm
+from .prompts import fence, render
+from .retrieval import fit_chunks, merge_hits, numbered_chunks, search_collections
+from .trace import Result, TraceStep, hit_summary, number_sources, traced
+from .usage import UsageLedger
+from .vectorstore import Hit, VectorStore, open_store
+
+NOTHING_FOUND = ("The knowledge base holds nothing relevant to this question, so no report was written "
+                 "(nothing was invented).")
+
+
+class SubQueries(BaseModel):
+    queries: list[str] = Field(description="short search queries")
+
+
+class Gaps(BaseModel):
+    gaps: list[str] = Field(description="new search queries; empty when nothing is missing")
+
+
+class RelevantNumbers(BaseModel):
+    relevant: list[int]
+
+
+class RelevantFlag(BaseModel):
+    relevant: bool
+
+
+def _clean_queries(queries: list[str], limit: int, exclude: list[str] = ()) -> list[str]:
+    seen = {q.strip().lower() for q in exclude}
+    kept = []
+    for query in queries:
+        query = " ".join(str(query).split())
+        if query and query.lower() not in seen:
+            seen.add(query.lower())
+            kept.append(query)
+    return kept[:limit]
+
+
+# -- decompose ------------------------------------------------------------------
+def decompose(llm: LLM, question: str, max_subqueries: int = 4,
+              template: str | None = None) -> tuple[list[str], TraceStep]:
+    """Split the question into at most ``max_subqueries`` search queries."""
+    trace: list[TraceStep] = []
+    with traced(trace, llm.ledger, "decompose", question=question) as entry:
+        entry.messages = [{"role": "user", "content": render("decompose", template, question=question,
+                                                             max_subqueries=max_subqueries)}]
+        try:
+            reply = llm.structured(entry.messages, SubQueries, step="decompose")
+            entry.raw = reply.raw
+            queries = _clean_queries(reply.value.queries, max_subqueries)
+        except StructuredOutputError as exc:
+            entry.raw, queries = exc.raw_replies[-1] if exc.raw_replies else "", []
+            entry.notes.append(f"decomposition failed ({exc.last_error}); searching with the question itself")
+        if not queries:
+            queries = [question]
+        entry.parsed = queries
+    return queries, trace[0]
+
+
+# -- route ----------------------------------------------------------------------
+def route_schema(collections: list[str]) -> type[BaseModel]:
+    """A schema whose collection field only admits the known names (the grammar enforces it)."""
+    route = create_model("Route", collection=(Literal[tuple(collections)], ...), query=(str, ...))
+    return create_model("Routing", routes=(list[route], ...))
+
+
+def describe_collections(store: VectorStore, names: list[str] | None = None) -> dict[str, str]:
+    """name -> description, for the collections the router may choose (undescribed ones are left out)."""
+    described = {}
+    for name in names or store.list_collections():
+        description = store.info(name).description.strip()
+        if description:
+            described[name] = description
+    return described
+
+
+def route(llm: LLM, subquery: str, collections: dict[str, str], iteration: int = 0,
+          system_template: str | None = None) -> tuple[list[tuple[str, str]], TraceStep]:
+    """Choose collections (possibly none) for one sub-query, each with a rewritten query.
+
+    If the model never gives a valid reply, every described collection is searched
+    with the sub-query itself, and the trace says so.
+    """
+    trace: list[TraceStep] = []
+    with traced(trace, llm.ledger, "route", iteration, subquery=subquery) as entry:
+        listing = "\n".join(f"- {name}: {text}" for name, text in collections.items())
+        entry.messages = [
+            {"role": "system", "content": render("route_system", system_template, collections=listing)},
+            {"role": "user", "content": render("route_user", subquery=subquery)},
+        ]
+        try:
+            reply = llm.structured(entry.messages, route_schema(list(collections)), step="route")
+            entry.raw = reply.raw
+            chosen: dict[str, str] = {}
+            for item in reply.value.routes:
+                chosen.setdefault(item.collection, " ".join(item.query.split()) or subquery)
+            routes = list(chosen.items())
+        except StructuredOutputError as exc:
+            entry.raw = exc.raw_replies[-1] if exc.raw_replies else ""
+            routes = [(name, subquery) for name in collections]
+            entry.notes.append(f"routing failed ({exc.last_error}); searching all described collections")
+        entry.parsed = [{"collection": c, "query": q} for c, q in routes]
+    return routes, trace[0]
+
+
+# -- retrieve -------------------------------------------------------------------
+def retrieve(store: VectorStore, embedder: Embedder, routes: list[tuple[str, str]], k: int = 5,
+             mode: str = "dense", iteration: int = 0, ledger=None) -> tuple[list[Hit], TraceStep]:
+    """Top-k chunks per (collection, query) pair, merged without duplicates."""
+    trace: list[TraceStep] = []
+    with traced(trace, ledger or UsageLedger(), "retrieve", iteration,
+                routes=[{"collection": c, "query": q} for c, q in routes], k=k, mode=mode) as entry:
+        groups = []
+        for collection, query in routes:
+            if store.info(collection).count == 0:
+                entry.notes.append(f"collection '{collection}' is empty")
+                continue
+            groups.append(search_collections(store, embedder, query, [collection], k=k, mode=mode))
+        hits = merge_hits(*groups)
+        entry.kept = [hit_summary(h) for h in hits]
+    return hits, trace[0]
+
+
+# -- relevance ------------------------------------------------------------------
+def filter_relevant(llm: LLM, question: str, hits: list[Hit], method: str = "batch", threshold: float = 0.35,
+                    iteration: int = 0, template: str | None = None,
+                    preview_chars: int = 400) -> tuple[list[Hit], TraceStep]:
+    """Keep the chunks that help answer ``question``.
+
+    * ``batch``: drop chunks scoring under ``threshold``, then ONE call judges the rest
+      (the model returns the numbers of the helpful ones).
+    * ``per_chunk``: one call per chunk (what DeepSearcher does; slow, for comparison).
+    * ``threshold``: no model call, keep chunks scoring at least ``threshold``.
+    * ``none``: keep everything.
+    """
+    trace: list[TraceStep] = []
+    with traced(trace, llm.ledger, "relevance", iteration, method=method, question=question,
+                candidates=len(hits)) as entry:
+        candidates = hits if method in ("none", "per_chunk") else [h for h in hits if h.score >= threshold]
+        below = [h for h in hits if h not in candidates]
+        if below:
+            entry.notes.append(f"{len(below)} chunk(s) under the score threshold {threshold}")
+        kept = candidates
+        if method == "batch" and candidates:
+            entry.messages = [{"role": "user", "content": render(
+                "relevance_batch", template, question=question,
+                chunks=numbered_chunks(candidates, max_chars=preview_chars))}]
+            try:
+                reply = llm.structured(entry.messages, RelevantNumbers, step="relevance")
+                entry.raw = reply.raw
+                chosen = {n for n in reply.value.relevant if 1 <= n <= len(candidates)}
+                kept = [h for n, h in enumerate(candidates, start=1) if n in chosen]
+            except StructuredOutputError as exc:
+                entry.raw = exc.raw_replies[-1] if exc.raw_replies else ""
+                entry.notes.append(f"relevance check failed ({exc.last_error}); kept every candidate")
+        elif method == "per_chunk":
+            kept = []
+            for hit in candidates:
+                messages = [{"role": "user", "content": render(
+                    "relevance_single", template, question=question, chunk=fence(hit.text[:preview_chars]))}]
+                entry.messages = messages
+                try:
+                    if llm.structured(messages, RelevantFlag, step="relevance").value.relevant:
+                        kept.append(hit)
+                except StructuredOutputError:
+                    kept.append(hit)
+                    entry.notes.append(f"no valid verdict for chunk {hit.id}; kept it")
+        entry.parsed = [h.id for h in kept]
+        entry.kept = [hit_summary(h) for h in kept]
+        entry.dropped = [hit_summary(h) for h in hits if h not in kept]
+    return kept, trace[0]
+
+
+# -- reflect --------------------------------------------------------------------
+def reflect(llm: LLM, question: str, subqueries: list[str], kept: list[Hit], iteration: int = 0,
+            max_gaps: int = 3, template: str | None = None) -> tuple[list[str], TraceStep]:
+    """Return up to ``max_gaps`` new queries for what is still missing, or [] when covered."""
+    trace: list[TraceStep] = []
+    with traced(trace, llm.ledger, "reflect", iteration, subqueries=subqueries, kept=len(kept)) as entry:
+        findings = "\n".join(f"- {h.title} / {h.section or '-'}: {' '.join(h.text.split()[:18])}"
+                             for h in kept[:20]) or "- nothing yet"
+        entry.messages = [{"role": "user", "content": render(
+            "reflect", template, question=question, subqueries="\n".join(f"- {q}" for q in subqueries),
+            findings=fence(findings))}]
+        try:
+            reply = llm.structured(entry.messages, Gaps, step="reflect")
+            entry.raw = reply.raw
+            gaps = _clean_queries(reply.value.gaps, max_gaps, exclude=[question, *subqueries])
+        except StructuredOutputError as exc:
+            entry.raw = exc.raw_replies[-1] if exc.raw_replies else ""
+            gaps = []
+            entry.notes.append(f"reflection failed ({exc.last_error}); stopping the search loop")
+        entry.parsed = gaps
+    return gaps, trace[0]
+
+
+# -- synthesize -----------------------------------------------------------------
+def synthesize(llm: LLM, question: str, hits: list[Hit], max_chunks: int = 12, template: str | None = None,
+               prompt_name: str = "synthesize", step: str = "synthesize",
+               reply_tokens: int | None = None) -> tuple[str, list[Hit], TraceStep]:
+    """One call writes the report from the kept chunks, citing them as [n].
+
+    Chunks are selected best-first to fit the context; with none, the answer says
+    that nothing relevant was found and no call is made.
+    """
+    trace: list[TraceStep] = []
+    reply_tokens = reply_tokens or llm.max_tokens
+    with traced(trace, llm.ledger, step, question=question, candidates=len(hits)) as entry:
+        if not hits:
+            entry.notes.append("nothing relevant was found; no model call")
+            answer, used = NOTHING_FOUND, []
+        else:
+            skeleton = render(prompt_name, template, question=question, sources="")
+            used, notes = fit_chunks(llm, hits, skeleton, reserve=reply_tokens + 64, max_chunks=max_chunks)
+            entry.notes.extend(notes)
+            entry.messages = [{"role": "user", "content": render(prompt_name, template, question=question,
+                                                                 sources=numbered_chunks(used))}]
+            entry.raw = llm.chat(entry.messages, step=step, max_tokens=reply_tokens)
+            answer = entry.raw.strip()
+            entry.kept = [hit_summary(h) for h in used]
+        entry.parsed = answer
+    return answer, used, trace[0]
+
+
+# -- the whole pipeline ------------------------------------------------------------
+def _fallback_report(hits: list[Hit]) -> str:
+    lines = ["The model budget ran out before a report could be written. The most relevant passages found:"]
+    lines += [f"- {h.title} / {h.section or '-'} [{n}]" for n, h in enumerate(hits[:8], start=1)]
+    return "\n".join(lines)
+
+
+def run_deepsearcher(question: str, config: Config, *, llm: LLM | None = None, store: VectorStore | None = None,
+                     embedder: Embedder | None = None, collections: list[str] | None = None) -> Result:
+    """Answer ``question`` with the DeepSearcher loop; never raises for model misbehaviour."""
+    started = time.perf_counter()
+    p = config.pipeline
+    llm = llm or make_llm(config, Budget(max_calls=p.max_calls, max_prompt_tokens=p.max_prompt_tokens))
+    store = store or open_store(config)
+    embedder = embedder or get_embedder(config.embedding)
+    result = Result(question, "deepsearcher", usage=llm.ledger,
+                    settings={"max_iter": p.max_iter, "relevance": p.relevance, "top_k": config.search.top_k,
+                              "model": config.llm.model, "mode": config.search.mode})
+    described = describe_collections(store, collections)
+    kept: list[Hit] = []
+    try:
+        kept = _search_loop(llm, question, config, store, embedder, described, result.trace)
+    except BudgetExceededError as exc:  # a step's retries ran into the budget: go on to the report
+        result.trace.append(TraceStep("budget", notes=[f"{exc}; stopping the search"]))
+    except DeepSearchLabError as exc:  # a backend or database failure: report it in the result
+        result.error = f"{type(exc).__name__}: {exc}"
+    used: list[Hit] = []
+    answer = ""
+    if result.error is None:
+        try:
+            answer, used, step = synthesize(llm, question, kept, p.synthesis_chunks)
+            result.trace.append(step)
+        except BudgetExceededError as exc:
+            result.trace.append(TraceStep("budget", notes=[f"{exc}; listing the passages instead"]))
+            used = kept[: p.synthesis_chunks]
+            answer = _fallback_report(used)
+        except DeepSearchLabError as exc:
+            result.error = f"{type(exc).__name__}: {exc}"
+    result.answer = answer
+    result.sources = number_sources(used, answer)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _search_loop(llm: LLM, question: str, config: Config, store: VectorStore, embedder: Embedder,
+                 described: dict[str, str], trace: list[TraceStep]) -> list[Hit]:
+    """decompose, then route -> retrieve -> relevance -> reflect while the model finds gaps.
+
+    Stops early when the budget left is only enough for the final report."""
+    p = config.pipeline
+    # what the final report needs: one call and a typical prompt
+    reserve_prompt = min(llm.context_size // 2, 3000)
+    kept: list[Hit] = []
+    subqueries, step = decompose(llm, question, p.max_subqueries)
+    trace.append(step)
+    asked: list[str] = []
+    pending = subqueries
+    for iteration in range(1, p.max_iter + 1):
+        new_hits: list[Hit] = []
+        for subquery in pending:
+            if _budget_low(llm, 3, reserve_prompt):
+                trace.append(TraceStep("budget", iteration, notes=["budget nearly spent: stop searching"]))
+                break
+            routes, step = route(llm, subquery, described, iteration)
+            trace.append(step)
+            hits, step = retrieve(store, embedder, routes, config.search.top_k, config.search.mode,
+                                  iteration, llm.ledger)
+            trace.append(step)
+            new_hits = merge_hits(new_hits, hits)
+            asked.append(subquery)
+        seen = {h.id for h in kept}
+        fresh = [h for h in new_hits if h.id not in seen]
+        if fresh and not _budget_low(llm, 2, reserve_prompt):
+            relevant, step = filter_relevant(llm, question, fresh, p.relevance, p.relevance_threshold, iteration)
+            trace.append(step)
+            kept = merge_hits(kept, relevant)
+        if iteration == p.max_iter or _budget_low(llm, 3, reserve_prompt):
+            break
+        pending, step = reflect(llm, question, asked, kept, iteration)
+        trace.append(step)
+        if not pending:
+            break
+    return kept
+
+
+def _budget_low(llm: LLM, calls_needed: int, prompt_needed: int) -> bool:
+    """True when the remaining budget must be kept for the final report."""
+    b, used = llm.budget, llm.ledger
+    if b.max_calls is not None and used.calls + calls_needed > b.max_calls:
+        return True
+    return b.max_prompt_tokens is not None and used.prompt_tokens + prompt_needed > b.max_prompt_tokens
+
+
+# -- naive RAG baseline ------------------------------------------------------------
+def run_naive(question: str, config: Config, *, llm: LLM | None = None, store: VectorStore | None = None,
+              embedder: Embedder | None = None, collections: list[str] | None = None) -> Result:
+    """One retrieval over every collection, one answer: the baseline to beat."""
+    started = time.perf_counter()
+    llm = llm or make_llm(config)
+    store = store or open_store(config)
+    embedder = embedder or get_embedder(config.embedding)
+    result = Result(question, "naive", usage=llm.ledger,
+                    settings={"top_k": config.search.top_k, "model": config.llm.model, "mode": config.search.mode})
+    try:
+        names = [n for n in (collections or store.list_collections()) if store.info(n).count > 0]
+        with traced(result.trace, llm.ledger, "retrieve", question=question, collections=names) as entry:
+            hits = search_collections(store, embedder, question, names, k=config.search.top_k,
+                                      mode=config.search.mode)[: config.search.top_k]
+            entry.kept = [hit_summary(h) for h in hits]
+        answer, used, step = synthesize(llm, question, hits, config.search.top_k, prompt_name="answer_naive",
+                                        step="answer")
+        result.trace.append(step)
+    except DeepSearchLabError as exc:  # a backend or database failure: report it in the result
+        result.error = f"{type(exc).__name__}: {exc}"
+        used, answer = [], ""
+    result.answer = answer
+    result.sources = number_sources(used, answer)
+    result.seconds = time.perf_counter() - started
+    return result

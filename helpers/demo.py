@@ -1,0 +1,42 @@
+"""The Simpsons demo (the README's main command): ingest the knowledge base if
+needed, ask "How have The Simpsons changed over time?" with the DeepSearcher
+pipeline, and write the report, the trace, a plot of time and tokens per step,
+and the usage table."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from .config import Config
+from .deepsearcher import run_deepsearcher
+from .ingest import ingest_manifest
+from .plots import plot_steps
+from .trace import Result
+
+DEMO_QUESTION = "How have The Simpsons changed over time?"
+# the seed blog's reference run (DeepSeek-R1 on SambaNova), for comparison
+SEED_RUN = {"calls": 65, "prompt_tokens": 25_000, "completion_tokens": 22_000}
+
+
+def run_demo(config: Config, out: str | Path = "outputs/simpsons", question: str = DEMO_QUESTION) -> Result:
+    out_dir = config.resolve_path(str(out))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    print(f"Knowledge base: {config.resolve_path(config.vector_db.uri)}")
+    for report in ingest_manifest(config):
+        print("  " + report.summary().replace("\n", "\n  "))
+    print(f"\nModel: {config.llm.model} ({config.llm.provider}); question: {question}\n")
+    started = time.perf_counter()
+    result = run_deepsearcher(question, config)
+    (out_dir / "report.md").write_text(result.report_markdown())
+    result.save(out_dir / "trace.json")
+    plot_steps(result, out_dir / "steps.png")
+    print(result.report_markdown())
+    print(result.usage.table())
+    print(f"\nwall time {time.perf_counter() - started:.0f} s; the seed blog's run used "
+          f"{SEED_RUN['calls']} calls, ~{SEED_RUN['prompt_tokens']:,} prompt and "
+          f"~{SEED_RUN['completion_tokens']:,} completion tokens (DeepSeek-R1).")
+    cited = len(result.cited_sources)
+    print(f"{cited} of {len(result.sources)} sources cited. Written: {out_dir}/report.md, trace.json, steps.png")
+    if result.error:
+        raise SystemExit(f"error: {result.error}")
+    return result

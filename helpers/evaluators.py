@@ -1,0 +1,109 @@
+"""Answer evaluation, kept apart from answer generation.
+
+A model that grades its own answer in the same prompt tends to approve it.
+Here evaluation is a separate series of calls:
+
+1. ``plan_checks`` - one call decides which checks the question needs
+   (definitive, freshness, plurality, completeness); the strict check is always added.
+2. ``evaluate_answer`` - each check is its own call, with few-shot examples in
+   its prompt file (``helpers/prompts/agent_check_<name>.txt``).  The answer
+   passes when every check passes; checking stops at the first failure.
+3. ``analyze_failure`` - for a rejected answer, what went wrong and what to do next.
+
+Calls go through an ``Ask`` function supplied by the agent, which records the
+trace, enforces the budget and returns ``None`` when the model gave no valid reply.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from pydantic import BaseModel, Field
+
+from .prompts import fence, render
+
+OPTIONAL_CHECKS = ("definitive", "freshness", "plurality", "completeness")
+ALWAYS_CHECK = "strict"
+
+# ask(step name, messages, schema, max reply tokens) -> validated value, or None
+Ask = Callable[[str, list[dict], type[BaseModel], int], Optional[BaseModel]]
+
+
+class CheckPlan(BaseModel):
+    definitive: bool = True
+    freshness: bool = False
+    plurality: bool = False
+    completeness: bool = False
+
+
+class Verdict(BaseModel):
+    reasoning: str = Field(max_length=300, description="one or two sentences")
+    passed: bool
+
+
+class FailureAnalysis(BaseModel):
+    what_went_wrong: str = Field(max_length=300)
+    next_step: str = Field(max_length=300)
+
+
+@dataclass
+class CheckResult:
+    name: str
+    passed: bool
+    reasoning: str
+    ran: bool = True  # False when the model gave no usable verdict (counted as passed)
+
+
+@dataclass
+class Evaluation:
+    passed: bool
+    results: list[CheckResult]
+
+    @property
+    def failed(self) -> CheckResult | None:
+        return next((r for r in self.results if not r.passed), None)
+
+
+def _user(text: str) -> list[dict]:
+    return [{"role": "system", "content": "You are a strict, fair reviewer. Reply with JSON only."},
+            {"role": "user", "content": text}]
+
+
+def plan_checks(ask: Ask, question: str) -> list[str]:
+    """The checks for ``question``, strict last.  If the call fails: definitive + strict."""
+    plan = ask("evaluate plan", _user(render("agent_eval_plan", question=question)), CheckPlan, 80)
+    chosen = plan.model_dump() if plan is not None else {"definitive": True}
+    return [name for name in OPTIONAL_CHECKS if chosen.get(name)] + [ALWAYS_CHECK]
+
+
+def check_messages(name: str, question: str, answer: str, passages: str) -> list[dict]:
+    """The prompt of one check; only the strict check sees the cited passages."""
+    values = {"question": question, "answer": fence(answer)}
+    if name == ALWAYS_CHECK:
+        values["passages"] = passages or "(the answer cites no passage)"
+    return _user(render(f"agent_check_{name}", **values))
+
+
+def evaluate_answer(ask: Ask, question: str, answer: str, passages: str, checks: list[str]) -> Evaluation:
+    """Run the checks one by one; stop at the first that fails."""
+    results = []
+    for name in checks:
+        verdict = ask(f"check {name}", check_messages(name, question, answer, passages), Verdict, 160)
+        if verdict is None:
+            results.append(CheckResult(name, True, "no usable verdict from the model; check skipped", ran=False))
+            continue
+        results.append(CheckResult(name, verdict.passed, verdict.reasoning))
+        if not verdict.passed:
+            break
+    return Evaluation(all(r.passed for r in results), results)
+
+
+def analyze_failure(ask: Ask, question: str, answer: str, failed: CheckResult,
+                    recent_steps: list[str]) -> tuple[str, str]:
+    """(what went wrong, what to do next); falls back to the check's own reasoning."""
+    prompt = render("agent_analyze", question=question, answer=fence(answer), check=failed.name,
+                    verdict=failed.reasoning, steps="\n".join(recent_steps) or "(none)")
+    analysis = ask("analyze", _user(prompt), FailureAnalysis, 200)
+    if analysis is None:
+        return failed.reasoning, "Search for the facts the answer lacked, with new queries, before answering again."
+    return analysis.what_went_wrong, analysis.next_step

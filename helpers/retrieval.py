@@ -1,0 +1,56 @@
+"""Retrieval shared by every strategy: search several collections, merge hits
+without duplicates, and lay chunks out as numbered, fenced prompt text."""
+from __future__ import annotations
+
+from .embeddings import Embedder
+from .llm import LLM
+from .prompts import fence
+from .vectorstore import Hit, VectorStore
+
+
+def merge_hits(*groups: list[Hit]) -> list[Hit]:
+    """All hits, each chunk once (the best score wins), best first."""
+    best: dict[str, Hit] = {}
+    for hits in groups:
+        for hit in hits:
+            if hit.id not in best or hit.score > best[hit.id].score:
+                best[hit.id] = hit
+    return sorted(best.values(), key=lambda h: h.score, reverse=True)
+
+
+def search_collections(store: VectorStore, embedder: Embedder, query: str, collections: list[str],
+                       k: int = 5, mode: str = "dense", ranker: str = "rrf") -> list[Hit]:
+    """Top-k per collection for one query, merged (empty collections give nothing)."""
+    groups = [store.search(name, query, embedder, k=k, mode=mode, ranker=ranker) for name in collections]
+    return merge_hits(*groups)
+
+
+def numbered_chunks(hits: list[Hit], max_chars: int | None = None) -> str:
+    """Chunks as ``[n] title / section`` headers over fenced text, for prompts."""
+    blocks = []
+    for number, hit in enumerate(hits, start=1):
+        text = hit.text if max_chars is None else hit.text[:max_chars]
+        where = f"{hit.title} / {hit.section}" if hit.section else hit.title
+        blocks.append(f"[{number}] {where}\n{fence(text)}")
+    return "\n\n".join(blocks)
+
+
+def fit_chunks(llm: LLM, hits: list[Hit], fixed_prompt: str, reserve: int,
+               max_chunks: int | None = None) -> tuple[list[Hit], list[str]]:
+    """The best-first prefix of ``hits`` whose prompt fits the context and the budget left,
+    with ``reserve`` tokens kept for the reply.  Returns the kept hits and notes on what was left out."""
+    notes = []
+    if max_chunks is not None and len(hits) > max_chunks:
+        notes.append(f"kept the best {max_chunks} of {len(hits)} chunks (synthesis_chunks)")
+        hits = hits[:max_chunks]
+    room = llm.prompt_room() - reserve - llm.count_tokens(fixed_prompt)
+    kept, used = [], 0
+    for hit in hits:
+        cost = llm.count_tokens(hit.text) + 25
+        if used + cost > room:
+            notes.append(f"left out {len(hits) - len(kept)} chunk(s) that did not fit the context "
+                         f"({llm.context_size} tokens) or the budget left")
+            break
+        kept.append(hit)
+        used += cost
+    return kept, notes

@@ -1,0 +1,153 @@
+"""Run results and traces, shared by every strategy (naive RAG, the DeepSearcher
+pipeline, the DeepSearch agent).
+
+A ``Result`` holds the answer, the numbered sources it cites, the usage ledger
+and a ``TraceStep`` for every step: its inputs, the exact messages sent, the raw
+reply, the parsed output, the chunks kept and dropped (with scores), notes about
+anything degraded or trimmed, and the tokens and seconds it used.  It saves to
+JSON and loads back.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from .usage import UsageLedger
+from .vectorstore import Hit
+
+
+@dataclass
+class TraceStep:
+    step: str
+    iteration: int = 0
+    inputs: dict = field(default_factory=dict)
+    messages: list[dict] | None = None
+    raw: str | None = None
+    parsed: Any = None
+    kept: list[dict] = field(default_factory=list)
+    dropped: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class Source:
+    number: int
+    title: str
+    collection: str
+    source: str
+    section: str
+    score: float
+    chunk_id: str
+    cited: bool = False
+
+
+@dataclass
+class Result:
+    question: str
+    strategy: str
+    answer: str = ""
+    sources: list[Source] = field(default_factory=list)
+    trace: list[TraceStep] = field(default_factory=list)
+    usage: UsageLedger = field(default_factory=UsageLedger)
+    seconds: float = 0.0
+    error: str | None = None
+    settings: dict = field(default_factory=dict)
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None or not self.answer.strip()
+
+    @property
+    def cited_sources(self) -> list[Source]:
+        return [s for s in self.sources if s.cited]
+
+    def steps(self, name: str) -> list[TraceStep]:
+        return [t for t in self.trace if t.step == name]
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["usage"] = {"records": self.usage.to_list(), "summary": self.usage.summary()}
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False, default=str)
+
+    def save(self, path: str | Path) -> None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(self.to_json())
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Result":
+        data = dict(data)
+        data["sources"] = [Source(**s) for s in data.get("sources", [])]
+        data["trace"] = [TraceStep(**t) for t in data.get("trace", [])]
+        data["usage"] = UsageLedger.from_list(data.get("usage", {}).get("records", []))
+        return cls(**data)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Result":
+        return cls.from_dict(json.loads(Path(path).read_text()))
+
+    def summary_json(self) -> dict:
+        """The CLI's ``--json`` shape: answer, sources, usage."""
+        return {"answer": self.answer, "strategy": self.strategy, "error": self.error,
+                "sources": [{"number": s.number, "title": s.title, "collection": s.collection,
+                             "source": s.source, "score": round(s.score, 4), "cited": s.cited}
+                            for s in self.sources],
+                "usage": {**self.usage.summary(), "wall_seconds": round(self.seconds, 2)}}
+
+    def report_markdown(self) -> str:
+        """The answer followed by its numbered source list."""
+        lines = [f"# {self.question}", "", self.answer.strip(), "", "## Sources", ""]
+        for s in self.sources:
+            mark = "" if s.cited else " (not cited)"
+            section = f" — {s.section}" if s.section else ""
+            lines.append(f"{s.number}. {s.title}{section} · `{s.source}` · {s.collection}{mark}")
+        return "\n".join(lines) + "\n"
+
+
+@contextmanager
+def traced(trace: list[TraceStep], ledger: UsageLedger, step: str, iteration: int = 0,
+           **inputs: Any) -> Iterator[TraceStep]:
+    """Record one step: the calls, tokens and seconds it used are taken from the ledger."""
+    entry = TraceStep(step, iteration, inputs)
+    calls, prompt, completion = ledger.calls, ledger.prompt_tokens, ledger.completion_tokens
+    started = time.perf_counter()
+    try:
+        yield entry
+    finally:
+        entry.calls = ledger.calls - calls
+        entry.prompt_tokens = ledger.prompt_tokens - prompt
+        entry.completion_tokens = ledger.completion_tokens - completion
+        entry.seconds = round(time.perf_counter() - started, 3)
+        trace.append(entry)
+
+
+def hit_summary(hit: Hit) -> dict:
+    """A hit as it appears in a trace: ids, where it came from, score, and the first words."""
+    return {"id": hit.id, "collection": hit.collection, "source": hit.source, "section": hit.section,
+            "score": round(hit.score, 4), "text": hit.text[:200]}
+
+
+_CITATION = re.compile(r"\[(\d{1,3})\]")
+
+
+def cited_numbers(text: str) -> set[int]:
+    """Numbers cited as ``[n]`` in a text."""
+    return {int(n) for n in _CITATION.findall(text)}
+
+
+def number_sources(hits: list[Hit], answer: str) -> list[Source]:
+    """Sources numbered 1..n in the order given, marked cited when ``[n]`` appears in the answer."""
+    cited = cited_numbers(answer)
+    return [Source(i, h.title, h.collection, h.source, h.section, h.score, h.id, i in cited)
+            for i, h in enumerate(hits, start=1)]
