@@ -154,6 +154,32 @@ def _demo(args: argparse.Namespace) -> None:
     run_demo(load_config(overrides=_overrides(args)), args.out)
 
 
+def _eval_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--corpus", default="data/collections.json",
+                   help="a collections manifest or a JSON corpus of {title, text} paragraphs")
+    p.add_argument("--questions", default="data/qa/simpsons_qa.jsonl")
+    p.add_argument("--strategies", default="naive,deepsearcher:1,deepsearcher:2,deepsearcher:3",
+                   help="comma-separated: naive, deepsearcher[:max_iter], deepsearch[:token_budget]")
+    p.add_argument("--k", default="2,5", help="recall cut-offs")
+    p.add_argument("--limit", type=int, help="only the first N questions")
+    p.add_argument("--judge", action="store_true", help="also ask the LLM judge (reported separately)")
+    p.add_argument("--fast", action="store_true", help="the small model and small budgets")
+    p.add_argument("--out", default="outputs/eval")
+
+
+@command("eval", "evaluate strategies: recall@k, accuracy, calls, tokens, time (resumable)", _eval_args)
+def _eval(args: argparse.Namespace) -> None:
+    from .evaluation import load_questions, prepare_corpus, run_evaluation
+    out = load_config().resolve_path(args.out)
+    config = load_config(overrides={**_overrides(args), "vector_db.uri": str(out / "milvus.db")})
+    prepare_corpus(config.resolve_path(args.corpus), config)
+    questions = load_questions(config.resolve_path(args.questions))[: args.limit]
+    ks = tuple(int(k) for k in args.k.split(","))
+    summary = run_evaluation(questions, args.strategies.split(","), config, out, ks, judge=args.judge)
+    print(json.dumps(summary, indent=2))
+    print(f"written: {out}/results.jsonl, results.csv, summary.json, evaluation.png")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m helpers", description="DeepSearch Lab command line")
     sub = parser.add_subparsers(dest="command", required=True)

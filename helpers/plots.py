@@ -29,3 +29,34 @@ def plot_steps(result: Result, path: str | Path | None = None):
         fig.savefig(path, dpi=110)
         plt.close(fig)
     return fig
+
+
+def plot_evaluation(summary: dict, path: str | Path | None = None):
+    """Recall@k per strategy (against mean prompt tokens) and the cost of each strategy."""
+    specs = list(summary)
+    recall_keys = sorted({k for s in summary.values() for k in s if k.startswith("recall@") and " " not in k})
+    fig, (ax_recall, ax_cost) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for key in recall_keys:
+        xs = [summary[s]["prompt_tokens"] + summary[s]["completion_tokens"] for s in specs]
+        ys = [summary[s][key] or 0 for s in specs]
+        ax_recall.plot(xs, ys, "o-", label=key)
+        for x, y, spec in zip(xs, ys, specs):
+            ax_recall.annotate(spec, (x, y), fontsize=8, xytext=(3, 3), textcoords="offset points")
+    ax_recall.set_xlabel("mean tokens per question")
+    ax_recall.set_ylabel("recall")
+    ax_recall.set_ylim(0, 1.05)
+    ax_recall.legend()
+    ax_recall.set_title("recall@k vs cost")
+    positions = range(len(specs))
+    ax_cost.bar(positions, [summary[s]["seconds"] for s in specs], color="tab:blue")
+    ax_cost.set_xticks(list(positions), specs, rotation=30, ha="right")
+    ax_cost.set_ylabel("mean seconds per question")
+    ax_cost.set_title("cost per strategy (calls on top)")
+    for x, spec in zip(positions, specs):
+        ax_cost.annotate(f"{summary[spec]['calls']:.1f} calls", (x, summary[spec]["seconds"]), ha="center",
+                         fontsize=8, xytext=(0, 3), textcoords="offset points")
+    fig.tight_layout()
+    if path:
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+    return fig

@@ -1,0 +1,257 @@
+"""Evaluation harness: recall@k, answer correctness and cost for every strategy.
+
+Datasets
+* the Simpsons QA set (``data/qa/simpsons_qa.jsonl``): gold answers, aliases and gold source files;
+* any multi-hop benchmark in the common public format (2WikiMultiHopQA, HotpotQA):
+  a corpus JSON list of ``{"title", "text"}`` paragraphs and questions with
+  ``question``, ``answer`` and ``supporting_facts`` (or ``gold_titles``).
+
+Recall@k follows DeepSearcher's published protocol: the share of gold titles
+(or sources) among the first k *distinct* titles the run retrieved.
+
+Runs are resumable: each (strategy, question) row is appended to
+``results.jsonl`` as soon as it is done and skipped on the next run.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import re
+import string
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from pydantic import BaseModel
+from tqdm.auto import tqdm
+
+from .config import Config
+from .errors import DeepSearchLabError, StructuredOutputError
+from .ingest import ingest, ingest_manifest
+from .llm import make_llm
+from .prompts import fence, render
+from .strategies import run_strategy
+from .trace import Result
+
+NOT_FOUND_PATTERNS = re.compile(
+    r"not (?:in|contain|mention|cover|found|available|include)|no (?:information|mention|relevant)|"
+    r"nothing relevant|does not (?:say|state|contain|mention|include)|doesn't (?:say|contain|mention)|"
+    r"cannot (?:find|answer|be found)|can't find|unknown|not (?:stated|specified|provided)")
+
+
+@dataclass
+class EvalQuestion:
+    id: str
+    question: str
+    answer: str
+    aliases: list[str] = field(default_factory=list)
+    gold: list[str] = field(default_factory=list)  # titles (benchmarks) or source paths (Simpsons)
+    gold_kind: str = "title"                       # "title" or "source"
+    type: str = ""
+
+    @property
+    def answerable(self) -> bool:
+        return self.type != "unanswerable"
+
+
+# -- datasets -----------------------------------------------------------------------
+def load_questions(path: str | Path) -> list[EvalQuestion]:
+    """Read a Simpsons-style JSONL file or a 2Wiki/HotpotQA-style JSON list."""
+    path = Path(path)
+    text = path.read_text()
+    if path.suffix == ".jsonl":
+        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+    else:
+        rows = json.loads(text)
+    questions = []
+    for i, row in enumerate(rows):
+        if "gold_sources" in row:
+            gold, kind = row["gold_sources"], "source"
+        elif "gold_titles" in row:
+            gold, kind = row["gold_titles"], "title"
+        else:
+            gold, kind = list(dict.fromkeys(fact[0] for fact in row.get("supporting_facts", []))), "title"
+        questions.append(EvalQuestion(str(row.get("id", row.get("_id", i))), row["question"], str(row["answer"]),
+                                      list(row.get("aliases", [])), list(gold), kind, row.get("type", "")))
+    return questions
+
+
+def prepare_corpus(corpus: str | Path, config: Config) -> list[str]:
+    """Ingest a manifest (``collections.json``) or a ``{"title","text"}`` corpus; return collection names."""
+    corpus = Path(corpus)
+    records = json.loads(corpus.read_text())
+    if records and isinstance(records[0], dict) and "path" in records[0]:
+        ingest_manifest(config, corpus, progress=False)
+        return [entry["name"] for entry in records]
+    name = re.sub(r"[^a-zA-Z0-9_]", "_", corpus.stem) or "corpus"
+    ingest([str(corpus)], name, f"Paragraphs of the benchmark corpus '{corpus.stem}', one per title.", config,
+           progress=False)
+    return [name]
+
+
+# -- metrics ------------------------------------------------------------------------
+def normalise(text: str) -> str:
+    text = text.lower().translate(str.maketrans("", "", string.punctuation))
+    text = re.sub(r"\b(a|an|the)\b", " ", text)
+    return " ".join(text.split())
+
+
+def answer_matches(answer: str, question: EvalQuestion) -> bool:
+    """Normalised exact or containment match against the gold answer and its aliases.
+
+    For a question the corpus cannot answer, the right output says so."""
+    if not question.answerable:
+        return bool(NOT_FOUND_PATTERNS.search(answer.lower()))
+    produced = normalise(answer)
+    return any(normalise(gold) and normalise(gold) in produced for gold in [question.answer, *question.aliases])
+
+
+def retrieved_keys(result: Result, kind: str) -> list[str]:
+    """Distinct titles (or sources) in the order the run retrieved them."""
+    keys = [s.title if kind == "title" else s.source for s in result.sources]
+    return list(dict.fromkeys(keys))
+
+
+def recall_at_k(retrieved: list[str], gold: list[str], k: int, kind: str = "title") -> float | None:
+    """Share of ``gold`` among the first k distinct ``retrieved`` keys (None when there is no gold)."""
+    if not gold:
+        return None
+    first = list(dict.fromkeys(retrieved))[:k]
+    if kind == "source":
+        found = sum(any(key.endswith(g) for key in first) for g in gold)
+    else:
+        found = sum(g in first for g in gold)
+    return found / len(gold)
+
+
+class JudgeVerdict(BaseModel):
+    verdict: str  # "correct" | "partly correct" | "incorrect"
+    reason: str
+
+
+def judge_answer(question: EvalQuestion, answer: str, config: Config) -> tuple[str, str, int]:
+    """An LLM's verdict with our rubric; returns (verdict, reason, tokens used)."""
+    llm = make_llm(config)
+    gold = "the corpus does not contain the answer" if not question.answerable else question.answer
+    messages = [{"role": "user", "content": render("judge", question=question.question, gold=gold,
+                                                   answer=fence(answer[:2000]))}]
+    try:
+        reply = llm.structured(messages, JudgeVerdict, step="judge", max_tokens=120)
+        verdict = reply.value.verdict.strip().lower()
+        verdict = verdict if verdict in ("correct", "partly correct", "incorrect") else "incorrect"
+        return verdict, reply.value.reason, llm.ledger.total_tokens
+    except StructuredOutputError as exc:
+        return "no verdict", exc.last_error, llm.ledger.total_tokens
+
+
+# -- runs ---------------------------------------------------------------------------
+def parse_strategy(spec: str) -> tuple[str, str, dict]:
+    """'naive', 'deepsearcher:2' (max_iter) or 'deepsearch:8000' (token budget) -> (label, name, overrides)."""
+    name, _, parameter = spec.partition(":")
+    overrides: dict = {}
+    if parameter:
+        key = {"deepsearcher": "pipeline.max_iter", "deepsearch": "agent.token_budget"}.get(name)
+        if key is None:
+            raise ValueError(f"strategy '{name}' takes no parameter (got '{spec}')")
+        overrides[key] = int(parameter)
+    return spec, name, overrides
+
+
+def evaluate_one(question: EvalQuestion, spec: str, config: Config, ks: list[int], judge: bool) -> dict:
+    label, name, overrides = parse_strategy(spec)
+    run_config = config.model_copy(deep=True)
+    for key, value in overrides.items():
+        section, field_name = key.split(".")
+        setattr(getattr(run_config, section), field_name, value)
+    started = time.perf_counter()
+    try:
+        result = run_strategy(name, question.question, run_config)
+        error = result.error or ("" if result.answer.strip() else "empty answer")
+    except DeepSearchLabError as exc:
+        result, error = Result(question.question, name), f"{type(exc).__name__}: {exc}"
+    row = {"strategy": label, "id": question.id, "type": question.type, "question": question.question,
+           "answer": result.answer, "gold_answer": question.answer, "failed": bool(error), "error": error,
+           "correct": answer_matches(result.answer, question) if not error else False,
+           "calls": result.usage.calls, "prompt_tokens": result.usage.prompt_tokens,
+           "completion_tokens": result.usage.completion_tokens,
+           "seconds": round(time.perf_counter() - started, 2),
+           "retrieved": retrieved_keys(result, question.gold_kind)}
+    for k in ks:
+        row[f"recall@{k}"] = recall_at_k(row["retrieved"], question.gold, k, question.gold_kind)
+    if judge and not error:
+        row["judge"], row["judge_reason"], row["judge_tokens"] = judge_answer(question, result.answer, config)
+    return row
+
+
+def _done(results_file: Path) -> set[tuple[str, str]]:
+    if not results_file.exists():
+        return set()
+    rows = [json.loads(line) for line in results_file.read_text().splitlines() if line.strip()]
+    return {(row["strategy"], row["id"]) for row in rows}
+
+
+def run_evaluation(questions: list[EvalQuestion], strategies: list[str], config: Config, out_dir: str | Path,
+                   ks: tuple[int, ...] = (2, 5), judge: bool = False, progress: bool = True) -> dict:
+    """Run every strategy on every question (resuming), then write summary.json, results.csv and plots."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    results_file = out / "results.jsonl"
+    done = _done(results_file)
+    todo = [(s, q) for s in strategies for q in questions if (s, q.id) not in done]
+    recalls: list[float] = []
+    with tqdm(todo, desc="evaluate", unit="run", disable=not progress) as bar:
+        for spec, question in bar:
+            row = evaluate_one(question, spec, config, list(ks), judge)
+            with results_file.open("a") as handle:
+                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+            if row.get(f"recall@{ks[-1]}") is not None:
+                recalls.append(row[f"recall@{ks[-1]}"])
+                bar.set_postfix({f"recall@{ks[-1]}": f"{sum(recalls) / len(recalls):.2f}", "strategy": spec})
+    rows = [json.loads(line) for line in results_file.read_text().splitlines() if line.strip()]
+    rows = [r for r in rows if r["strategy"] in strategies and r["id"] in {q.id for q in questions}]
+    summary = summarise(rows, strategies, ks)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    write_csv(rows, out / "results.csv")
+    from .plots import plot_evaluation
+    plot_evaluation(summary, out / "evaluation.png")
+    return summary
+
+
+def summarise(rows: list[dict], strategies: list[str], ks: tuple[int, ...] | list[int]) -> dict:
+    """Per strategy: mean recall@k (overall and multi-hop), accuracy, judge accuracy, cost, failures."""
+    summary = {}
+    for spec in strategies:
+        mine = [r for r in rows if r["strategy"] == spec]
+        if not mine:
+            continue
+        entry = {"questions": len(mine), "failures": sum(r["failed"] for r in mine),
+                 "accuracy": _mean([float(r["correct"]) for r in mine]),
+                 "calls": _mean([r["calls"] for r in mine]),
+                 "prompt_tokens": _mean([r["prompt_tokens"] for r in mine]),
+                 "completion_tokens": _mean([r["completion_tokens"] for r in mine]),
+                 "seconds": _mean([r["seconds"] for r in mine])}
+        for k in ks:
+            entry[f"recall@{k}"] = _mean([r[f"recall@{k}"] for r in mine if r.get(f"recall@{k}") is not None])
+            entry[f"recall@{k} multi_hop"] = _mean([r[f"recall@{k}"] for r in mine if r["type"] in
+                                                    ("multi_hop", "compositional", "bridge_comparison",
+                                                     "comparison") and r.get(f"recall@{k}") is not None])
+        judged = [r for r in mine if r.get("judge") not in (None, "no verdict")]
+        if judged:
+            entry["judge_accuracy"] = _mean([float(r["judge"] == "correct") for r in judged])
+        summary[spec] = entry
+    return summary
+
+
+def _mean(values: list[float]) -> float | None:
+    return round(sum(values) / len(values), 4) if values else None
+
+
+def write_csv(rows: list[dict], path: Path) -> None:
+    if not rows:
+        return
+    fields = [k for k in rows[0] if k != "retrieved"] + ["retrieved"]
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields, extrasaction="ignore")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({**row, "retrieved": " | ".join(row["retrieved"])})

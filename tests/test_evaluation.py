@@ -1,0 +1,97 @@
+"""Evaluation metrics on hand-made cases, resumable runs, and the harness end to end."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import helpers.evaluation as evaluation
+from helpers.config import PROJECT_ROOT
+from helpers.evaluation import (EvalQuestion, answer_matches, load_questions, parse_strategy, recall_at_k,
+                                run_evaluation, summarise)
+from helpers.trace import Result
+
+SAMPLE = PROJECT_ROOT / "data" / "multihop_sample"
+
+
+def test_recall_counts_distinct_titles_in_order():
+    retrieved = ["A", "A", "B", "C", "D"]
+    assert recall_at_k(retrieved, ["A", "C"], 2) == 0.5      # first two distinct: A, B
+    assert recall_at_k(retrieved, ["A", "C"], 5) == 1.0
+    assert recall_at_k(retrieved, ["Z"], 5) == 0.0
+    assert recall_at_k(retrieved, [], 5) is None               # unanswerable: no gold, no recall
+    sources = ["data/simpsons/production/a.md", "data/simpsons/reception/b.md"]
+    assert recall_at_k(sources, ["simpsons/reception/b.md"], 1, kind="source") == 0.0
+    assert recall_at_k(sources, ["simpsons/reception/b.md"], 2, kind="source") == 1.0
+
+
+def test_answer_matching_normalises_and_uses_aliases():
+    q = EvalQuestion("1", "Who?", "Film Roman", aliases=["Film Roman Inc."])
+    assert answer_matches("It was **film roman**, from season 4.", q)
+    assert not answer_matches("Klasky Csupo", q)
+    unanswerable = EvalQuestion("2", "Budget?", "not in the corpus", type="unanswerable")
+    assert answer_matches("The knowledge base does not contain the budget.", unanswerable)
+    assert not answer_matches("It cost 75 million dollars.", unanswerable)
+
+
+def test_loading_both_dataset_formats():
+    sample = load_questions(SAMPLE / "questions.json")
+    assert len(sample) >= 8 and all(q.gold and q.gold_kind == "title" for q in sample)
+    assert len(sample[0].gold) == len(set(sample[0].gold))    # titles from supporting_facts, once each
+    simpsons = load_questions(PROJECT_ROOT / "data" / "qa" / "simpsons_qa.jsonl")
+    assert len(simpsons) >= 30 and simpsons[0].gold_kind == "source"
+    assert {q.type for q in simpsons} >= {"single", "multi_part", "multi_hop", "unanswerable"}
+
+
+def test_strategy_specs():
+    assert parse_strategy("naive") == ("naive", "naive", {})
+    assert parse_strategy("deepsearcher:2")[2] == {"pipeline.max_iter": 2}
+    assert parse_strategy("deepsearch:8000")[2] == {"agent.token_budget": 8000}
+    with pytest.raises(ValueError):
+        parse_strategy("naive:3")
+
+
+def test_summary_means_and_failures():
+    rows = [{"strategy": "naive", "id": "1", "type": "compositional", "failed": False, "correct": True, "calls": 1,
+             "prompt_tokens": 100, "completion_tokens": 10, "seconds": 1.0, "recall@2": 0.5},
+            {"strategy": "naive", "id": "2", "type": "single", "failed": True, "correct": False, "calls": 0,
+             "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0, "recall@2": None}]
+    entry = summarise(rows, ["naive"], [2])["naive"]
+    assert entry["failures"] == 1 and entry["accuracy"] == 0.5 and entry["recall@2"] == 0.5
+    assert entry["recall@2 multi_hop"] == 0.5
+
+
+def test_interrupted_run_resumes(monkeypatch, tmp_path, small_config):
+    questions = load_questions(SAMPLE / "questions.json")[:3]
+    calls = []
+
+    def fake_run(name, question, config):  # stands in for the model: this test is about bookkeeping
+        calls.append(question)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return Result(question, name, answer="Hester Lindqvist")
+
+    monkeypatch.setattr(evaluation, "run_strategy", fake_run)
+    with pytest.raises(KeyboardInterrupt):
+        run_evaluation(questions, ["naive"], small_config, tmp_path, progress=False)
+    assert len((tmp_path / "results.jsonl").read_text().splitlines()) == 1
+    summary = run_evaluation(questions, ["naive"], small_config, tmp_path, progress=False)
+    assert len(calls) == 4                                   # 1 done + 1 interrupted + 2 remaining
+    rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert sorted(r["id"] for r in rows) == sorted(q.id for q in questions)
+    assert summary["naive"]["questions"] == 3 and (tmp_path / "evaluation.png").exists()
+
+
+@pytest.mark.slow
+def test_harness_on_the_tiny_sample_with_the_small_model(tmp_path, small_config):
+    config = small_config.model_copy(deep=True)
+    config.vector_db.uri = str(tmp_path / "milvus.db")
+    config.pipeline.max_iter, config.pipeline.max_calls = 1, 8
+    evaluation.prepare_corpus(SAMPLE / "corpus.json", config)
+    questions = load_questions(SAMPLE / "questions.json")[:2]
+    summary = run_evaluation(questions, ["naive", "deepsearcher:1"], config, tmp_path, progress=False)
+    for spec in ("naive", "deepsearcher:1"):
+        assert summary[spec]["questions"] == 2 and summary[spec]["failures"] == 0
+        assert summary[spec]["recall@5"] is not None and summary[spec]["calls"] >= 1
+    assert summary["naive"]["recall@5"] > 0      # the bridge entity's paragraph is found by plain search
+    assert (tmp_path / "results.csv").exists() and (tmp_path / "summary.json").exists()
