@@ -68,6 +68,7 @@ class PipelineConfig(BaseModel):
     relevance: Literal["batch", "per_chunk", "threshold", "none"] = "batch"
     relevance_threshold: float = 0.35
     synthesis_chunks: int = 12
+    synthesis_style: Literal["structured", "prose"] = "structured"
 
 
 class AgentConfig(BaseModel):

@@ -20,6 +20,7 @@ from .embeddings import Embedder, get_embedder
 from .errors import BudgetExceededError, DeepSearchLabError, StructuredOutputError
 from .llm import LLM, Budget, make_llm
 from .prompts import fence, render
+from .reports import answer_schema, render_answer, render_report, report_schema
 from .retrieval import fit_chunks, merge_hits, numbered_chunks, search_collections
 from .trace import Result, TraceStep, hit_summary, number_sources, traced
 from .usage import UsageLedger
@@ -215,17 +216,27 @@ def reflect(llm: LLM, question: str, subqueries: list[str], kept: list[Hit], ite
 
 
 # -- synthesize -----------------------------------------------------------------
-def synthesize(llm: LLM, question: str, hits: list[Hit], max_chunks: int = 12, template: str | None = None,
-               prompt_name: str = "synthesize", step: str = "synthesize",
-               reply_tokens: int | None = None) -> tuple[str, list[Hit], TraceStep]:
-    """One call writes the report from the kept chunks, citing them as [n].
+SYNTHESIS_PROMPTS = {  # (style, kind) -> prompt name
+    ("structured", "report"): "synthesize_structured", ("prose", "report"): "synthesize",
+    ("structured", "answer"): "answer_structured", ("prose", "answer"): "answer_naive",
+}
 
-    Chunks are selected best-first to fit the context; with none, the answer says
-    that nothing relevant was found and no call is made.
+
+def synthesize(llm: LLM, question: str, hits: list[Hit], max_chunks: int = 12, template: str | None = None,
+               style: str = "structured", kind: str = "report", step: str = "synthesize",
+               reply_tokens: int | None = None) -> tuple[str, list[Hit], TraceStep]:
+    """One call writes the report (``kind="report"``) or a short answer (``"answer"``)
+    from the kept chunks, citing them as [n].
+
+    ``style="structured"`` fills a schema where every point must cite a shown source
+    (see ``helpers.reports``); if that fails, a free-text call is made instead.
+    Chunks are selected best-first to fit the context and budget; with none, the
+    answer says that nothing relevant was found and no call is made.
     """
     trace: list[TraceStep] = []
     reply_tokens = reply_tokens or llm.max_tokens
-    with traced(trace, llm.ledger, step, question=question, candidates=len(hits)) as entry:
+    prompt_name = SYNTHESIS_PROMPTS[(style, kind)]
+    with traced(trace, llm.ledger, step, question=question, candidates=len(hits), style=style) as entry:
         if not hits:
             entry.notes.append("nothing relevant was found; no model call")
             answer, used = NOTHING_FOUND, []
@@ -233,10 +244,25 @@ def synthesize(llm: LLM, question: str, hits: list[Hit], max_chunks: int = 12, t
             skeleton = render(prompt_name, template, question=question, sources="")
             used, notes = fit_chunks(llm, hits, skeleton, reserve=reply_tokens + 64, max_chunks=max_chunks)
             entry.notes.extend(notes)
+            if not used:
+                raise BudgetExceededError(f"step '{step}': no passage fits the context or the budget left")
             entry.messages = [{"role": "user", "content": render(prompt_name, template, question=question,
                                                                  sources=numbered_chunks(used))}]
-            entry.raw = llm.chat(entry.messages, step=step, max_tokens=reply_tokens)
-            answer = entry.raw.strip()
+            answer = ""
+            if style == "structured":
+                schema = report_schema(len(used)) if kind == "report" else answer_schema(len(used))
+                try:
+                    reply = llm.structured(entry.messages, schema, step=step, max_tokens=reply_tokens)
+                    entry.raw = reply.raw
+                    answer = render_report(reply.value) if kind == "report" else render_answer(reply.value)
+                except StructuredOutputError as exc:
+                    entry.notes.append(f"structured report failed ({exc.last_error}); writing free text")
+                    prose = SYNTHESIS_PROMPTS[("prose", kind)]
+                    entry.messages = [{"role": "user", "content": render(prose, question=question,
+                                                                         sources=numbered_chunks(used))}]
+            if not answer:
+                entry.raw = llm.chat(entry.messages, step=step, max_tokens=reply_tokens)
+                answer = entry.raw.strip()
             entry.kept = [hit_summary(h) for h in used]
         entry.parsed = answer
     return answer, used, trace[0]
@@ -264,15 +290,13 @@ def run_deepsearcher(question: str, config: Config, *, llm: LLM | None = None, s
     kept: list[Hit] = []
     try:
         kept = _search_loop(llm, question, config, store, embedder, described, result.trace)
-    except BudgetExceededError as exc:  # a step's retries ran into the budget: go on to the report
-        result.trace.append(TraceStep("budget", notes=[f"{exc}; stopping the search"]))
     except DeepSearchLabError as exc:  # a backend or database failure: report it in the result
         result.error = f"{type(exc).__name__}: {exc}"
     used: list[Hit] = []
     answer = ""
     if result.error is None:
         try:
-            answer, used, step = synthesize(llm, question, kept, p.synthesis_chunks)
+            answer, used, step = synthesize(llm, question, kept, p.synthesis_chunks, style=p.synthesis_style)
             result.trace.append(step)
         except BudgetExceededError as exc:
             result.trace.append(TraceStep("budget", notes=[f"{exc}; listing the passages instead"]))
@@ -290,41 +314,49 @@ def _search_loop(llm: LLM, question: str, config: Config, store: VectorStore, em
                  described: dict[str, str], trace: list[TraceStep]) -> list[Hit]:
     """decompose, then route -> retrieve -> relevance -> reflect while the model finds gaps.
 
-    Stops early when the budget left is only enough for the final report."""
+    Stops early when the budget left is only enough for the final report; chunks
+    retrieved but not yet judged then count if they pass the score threshold."""
     p = config.pipeline
-    # what the final report needs: one call and a typical prompt
-    reserve_prompt = min(llm.context_size // 2, 3000)
+    # what the final report needs: one call and a typical prompt (less when the budget is small)
+    reserve_prompt = min(llm.context_size // 2, 3000, (llm.budget.max_prompt_tokens or 10**9) // 3)
     kept: list[Hit] = []
-    subqueries, step = decompose(llm, question, p.max_subqueries)
-    trace.append(step)
-    asked: list[str] = []
-    pending = subqueries
-    for iteration in range(1, p.max_iter + 1):
-        new_hits: list[Hit] = []
-        for subquery in pending:
-            if _budget_low(llm, 3, reserve_prompt):
-                trace.append(TraceStep("budget", iteration, notes=["budget nearly spent: stop searching"]))
-                break
-            routes, step = route(llm, subquery, described, iteration)
-            trace.append(step)
-            hits, step = retrieve(store, embedder, routes, config.search.top_k, config.search.mode,
-                                  iteration, llm.ledger)
-            trace.append(step)
-            new_hits = merge_hits(new_hits, hits)
-            asked.append(subquery)
-        seen = {h.id for h in kept}
-        fresh = [h for h in new_hits if h.id not in seen]
-        if fresh and not _budget_low(llm, 2, reserve_prompt):
-            relevant, step = filter_relevant(llm, question, fresh, p.relevance, p.relevance_threshold, iteration)
-            trace.append(step)
-            kept = merge_hits(kept, relevant)
-        if iteration == p.max_iter or _budget_low(llm, 3, reserve_prompt):
-            break
-        pending, step = reflect(llm, question, asked, kept, iteration)
+    unjudged: list[Hit] = []
+    try:
+        pending, step = decompose(llm, question, p.max_subqueries)
         trace.append(step)
-        if not pending:
-            break
-    return kept
+        asked: list[str] = []
+        for iteration in range(1, p.max_iter + 1):
+            for subquery in pending:
+                if _budget_low(llm, 3, reserve_prompt):
+                    trace.append(TraceStep("budget", iteration, notes=["budget nearly spent: stop searching"]))
+                    break
+                routes, step = route(llm, subquery, described, iteration)
+                trace.append(step)
+                hits, step = retrieve(store, embedder, routes, config.search.top_k, config.search.mode,
+                                      iteration, llm.ledger)
+                trace.append(step)
+                seen = {h.id for h in kept}
+                unjudged = merge_hits(unjudged, [h for h in hits if h.id not in seen])
+                asked.append(subquery)
+            if unjudged and not _budget_low(llm, 2, reserve_prompt):
+                relevant, step = filter_relevant(llm, question, unjudged, p.relevance, p.relevance_threshold,
+                                                 iteration)
+                trace.append(step)
+                kept, unjudged = merge_hits(kept, relevant), []
+            if iteration == p.max_iter or _budget_low(llm, 3, reserve_prompt):
+                break
+            pending, step = reflect(llm, question, asked, kept, iteration)
+            trace.append(step)
+            if not pending:
+                break
+    except BudgetExceededError as exc:  # a step's retries ran into the budget: go on to the report
+        trace.append(TraceStep("budget", notes=[f"{exc}; stopping the search"]))
+    leftover = [h for h in unjudged if h.score >= p.relevance_threshold]
+    if leftover:
+        trace.append(TraceStep("budget", notes=[f"kept {len(leftover)} unjudged chunk(s) scoring at least "
+                                                f"{p.relevance_threshold} (no budget left to judge them)"],
+                               kept=[hit_summary(h) for h in leftover]))
+    return merge_hits(kept, leftover)
 
 
 def _budget_low(llm: LLM, calls_needed: int, prompt_needed: int) -> bool:
@@ -351,8 +383,8 @@ def run_naive(question: str, config: Config, *, llm: LLM | None = None, store: V
             hits = search_collections(store, embedder, question, names, k=config.search.top_k,
                                       mode=config.search.mode)[: config.search.top_k]
             entry.kept = [hit_summary(h) for h in hits]
-        answer, used, step = synthesize(llm, question, hits, config.search.top_k, prompt_name="answer_naive",
-                                        step="answer")
+        answer, used, step = synthesize(llm, question, hits, config.search.top_k,
+                                        style=config.pipeline.synthesis_style, kind="answer", step="answer")
         result.trace.append(step)
     except DeepSearchLabError as exc:  # a backend or database failure: report it in the result
         result.error = f"{type(exc).__name__}: {exc}"

@@ -18,8 +18,10 @@ GOOD = {
     "route": {"routes": [{"collection": "simpsons_production", "query": "switch to digital colouring"}]},
     "relevance": {"relevant": [1, 2]},
     "reflect": {"gaps": []},
-    "synthesize": "The show moved to digital ink and paint [1] and to HD [2].",
+    "synthesize": {"overview": "The show changed its look.", "sections": [{"heading": "Animation", "points": [
+        {"text": "It moved to digital ink and paint.", "sources": [1]}]}]},
 }
+REPORT = "The show changed its look.\n\n## Animation\n\nIt moved to digital ink and paint. [1]"
 
 
 def scripted_run(kb, script, overrides=None, budget=None, **kwargs):
@@ -39,7 +41,7 @@ def scripted_run(kb, script, overrides=None, budget=None, **kwargs):
 def test_stops_when_reflection_finds_no_gap(simpsons_kb):
     result, backend = scripted_run(simpsons_kb, {})
     assert backend.steps() == ["decompose", "route", "route", "relevance", "reflect", "synthesize"]
-    assert result.answer == GOOD["synthesize"] and not result.failed
+    assert result.answer == REPORT and not result.failed
     assert result.sources and result.sources[0].cited
     assert all(s.collection == "simpsons_production" for s in result.sources)
 
@@ -57,7 +59,7 @@ def test_stops_on_call_budget_and_still_reports(simpsons_kb):
     result, backend = scripted_run(simpsons_kb, {"reflect": always_gaps},
                                    {"pipeline.max_iter": 10, "pipeline.max_calls": 9})
     assert result.usage.calls <= 9
-    assert backend.steps()[-1] == "synthesize" and result.answer == GOOD["synthesize"]
+    assert backend.steps()[-1] == "synthesize" and result.answer == REPORT
     assert any(t.step == "budget" for t in result.trace)
 
 
@@ -66,6 +68,13 @@ def test_prompt_token_budget_holds(simpsons_kb):
     result, _ = scripted_run(simpsons_kb, {"reflect": always_gaps},
                              {"pipeline.max_iter": 10, "pipeline.max_calls": 100, "pipeline.max_prompt_tokens": 6000})
     assert result.usage.prompt_tokens <= 6000 and result.answer
+
+
+def test_no_room_for_the_report_lists_the_passages(simpsons_kb):
+    huge = lambda messages: {"relevant": list(range(1, 40))}  # noqa: E731
+    result, backend = scripted_run(simpsons_kb, {"relevance": huge}, {"pipeline.max_prompt_tokens": 1400})
+    assert result.usage.prompt_tokens <= 1400
+    assert result.answer.startswith("The model budget ran out") and not result.failed
 
 
 def test_routes_to_none_and_says_nothing_was_found(simpsons_kb):
@@ -89,7 +98,8 @@ def test_empty_collection_is_noted(simpsons_kb, tmp_path):
 
 def test_degrades_on_repeated_invalid_replies(simpsons_kb):
     result, backend = scripted_run(simpsons_kb, {"decompose": "no idea", "route": "???", "relevance": "[[[",
-                                                 "reflect": "<think>hmm"})
+                                                 "reflect": "<think>hmm", "synthesize": "A plain report [1]."},
+                                   {"pipeline.max_prompt_tokens": 60000})
     decompose, = result.steps("decompose")
     assert decompose.parsed == [QUESTION] and "decomposition failed" in decompose.notes[0]
     route = result.steps("route")[0]
@@ -98,7 +108,8 @@ def test_degrades_on_repeated_invalid_replies(simpsons_kb):
     assert {"simpsons_production", "volcanoes"} <= described          # fell back to all described
     assert "relevance check failed" in result.steps("relevance")[0].notes[-1]
     assert "reflection failed" in result.steps("reflect")[0].notes[0]
-    assert result.answer == GOOD["synthesize"] and not result.failed
+    assert "structured report failed" in result.steps("synthesize")[0].notes[-1]
+    assert result.answer == "A plain report [1]." and not result.failed   # free-text fallback
     assert backend.steps().count("route") == 3                         # 1 + 2 retries, then fallback
 
 
