@@ -180,6 +180,22 @@ def _eval(args: argparse.Namespace) -> None:
     print(f"written: {out}/results.jsonl, results.csv, summary.json, evaluation.png")
 
 
+def _notebooks_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("names", nargs="*", help="notebook files (default: the whole series)")
+    p.add_argument("--out", default="outputs/notebooks", help="where executed copies and HTML go")
+    p.add_argument("--fast", action="store_true", help="the small model and small budgets (DSL_FAST=1)")
+    p.add_argument("--timeout", type=int, default=900, help="seconds per cell")
+
+
+@command("notebooks", "execute the notebooks and write executed copies and HTML", _notebooks_args)
+def _notebooks(args: argparse.Namespace) -> None:
+    from .notebook_support import execute_notebooks
+    runs = execute_notebooks(args.names or None, load_config().resolve_path(args.out), args.timeout,
+                             fast=args.fast or None)
+    if not all(run.ok for run in runs):
+        raise SystemExit(f"error: {sum(not r.ok for r in runs)} notebook(s) failed")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m helpers", description="DeepSearch Lab command line")
     sub = parser.add_subparsers(dest="command", required=True)
