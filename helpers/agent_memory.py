@@ -98,11 +98,11 @@ class QuestionQueue:
         """Queue new gap questions (up to the capacity); returns the ones added."""
         known = {q.lower() for q in [self.original, *self.items]}
         new: list[str] = []
-        for question in questions:
+        for question in (q.strip() for q in questions):
             if len(self.pending) + len(new) >= self.capacity:
                 break
-            if question.strip() and question.lower() not in known:
-                new.append(question.strip())
+            if question and question.lower() not in known:
+                new.append(question)
                 known.add(question.lower())
         if self.policy == "front":
             self.items = [*new, *self.pending, self.original]
@@ -124,6 +124,8 @@ class QuestionQueue:
 
 @dataclass
 class AgentMemory:
+    """Everything one run has found, done and got wrong (see the module docstring)."""
+
     evidence: list[Hit] = field(default_factory=list)
     knowledge: list[KnowledgeItem] = field(default_factory=list)
     diary: list[str] = field(default_factory=list)
@@ -167,11 +169,9 @@ class AgentMemory:
         and notes saying what was trimmed (empty when everything fit).
         """
         view = _MemoryView(self)
-        text = view.render()
         moves = view.trimming_moves()
-        while count_tokens(text) > max_tokens:
-            if next(moves, None) is None:
-                break
+        text = view.render()
+        while count_tokens(text) > max_tokens and next(moves, False):
             text = view.render()
         return text, view.notes()
 
@@ -208,24 +208,24 @@ class _MemoryView:
                             + "\n\n".join(bad) + "\n</bad-attempts>")
         return "\n\n".join(sections) if sections else "<knowledge>\nNothing found yet.\n</knowledge>"
 
-    def trimming_moves(self) -> Iterator[None]:
-        """Each ``next()`` trims one more piece, oldest and least useful first."""
+    def trimming_moves(self) -> Iterator[bool]:
+        """Each ``next()`` trims one more piece, oldest and least useful first (and yields True)."""
         m = self.memory
         for index in range(len(m.knowledge)):
             self.brief.add(index)
-            yield
+            yield True
         while len(m.diary) - self.first_diary > self.KEEP_DIARY:
             self.first_diary += 1
-            yield
+            yield True
         while len(m.bad_attempts) - self.first_bad > 1:
             self.first_bad += 1
-            yield
+            yield True
         while self.first_item < len(m.knowledge):
             self.first_item += 1
-            yield
+            yield True
         while self.first_diary < len(m.diary):
             self.first_diary += 1
-            yield
+            yield True
 
     def notes(self) -> list[str]:
         m = self.memory

@@ -4,14 +4,15 @@ evaluation (a Python rebuild of the ideas behind Jina's node-DeepResearch).
 Every step:
 
 1. the code decides which actions are allowed now (``allowed_actions``) and
-   builds a reply schema whose ``action`` enum holds only those
-   (``action_schema``), so constrained decoding cannot pick another one;
+   builds a reply schema that admits only those, each with its own required
+   fields (``action_schema``), so constrained decoding cannot pick another one;
 2. the model sees the question, its memory (knowledge, diary, bad attempts)
    and the allowed actions, and picks one;
 3. the action runs:
 
-   * **search** - the requested queries are de-duplicated against earlier
-     searches, rewritten into better ones, de-duplicated again, and run;
+   * **search** - the requested queries are rewritten into (at most three)
+     better ones, which are de-duplicated against earlier searches and each
+     other with embeddings, then run; the requests themselves are the fallback;
    * **visit** - whole documents behind chosen passages are read;
    * **reflect** - gap questions go into the question queue;
    * **answer** - an answer to a gap question becomes knowledge; an answer to
@@ -32,9 +33,9 @@ import time
 import warnings
 from dataclasses import replace
 from functools import cached_property
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, Field, RootModel, create_model
 
 from .agent_memory import AgentMemory, BadAttempt, KnowledgeItem, QuestionQueue, one_line
 from .config import Config
@@ -46,11 +47,14 @@ from .prompts import get_prompt, render
 from .query_dedup import QueryDeduper
 from .retrieval import search_collections
 from .trace import Result, TraceStep, hit_summary, number_sources, traced
-from .vectorstore import Hit, VectorStore
+from .vectorstore import Hit, VectorStore, open_store
 
 ACTIONS = ("search", "visit", "reflect", "answer")
 MAX_QUERIES = 3  # per search step, after rewriting
 TEMPLATE_SLACK = 32  # tokens the chat template may add beyond llm.count_messages' estimate
+_CITATION = re.compile(r"\[(\d{1,3})\]")  # [3]
+_CITATION_LIST = re.compile(r"\[(\d{1,3}(?:\s*,\s*\d{1,3})+)\]")  # [2, 5]
+_CITATION_ANY = re.compile(r"\[[\d,\s]+\]")
 
 
 class NoRoomForCall(Exception):
@@ -67,57 +71,101 @@ class Rewrite(BaseModel):
 
 # masking and the dynamic schema --------------------------------------------------
 
-def allowed_actions(*, beast_mode: bool, has_evidence: bool, has_unvisited: bool,
-                    queue_full: bool, answer_rejected: bool) -> list[str]:
+def allowed_actions(*, beast_mode: bool, has_evidence: bool, has_unvisited: bool, queue_full: bool,
+                    answer_rejected: bool, search_stalled: bool = False) -> list[str]:
     """The actions the model may choose at this step.
 
     * beast mode: only ``answer``;
+    * ``search`` is masked right after a search that found nothing new, unless
+      nothing else is possible;
     * ``visit`` needs a document not read yet;
-    * ``reflect`` needs room in the gap-question queue;
-    * ``answer`` needs at least one passage, and is masked right after a rejected answer;
-    * ``search`` is always possible outside beast mode.
+    * ``reflect`` needs something found first (gap questions about nothing are
+      guesses) and room in the gap-question queue;
+    * ``answer`` needs something found, and is masked right after a rejected answer.
     """
     if beast_mode:
         return ["answer"]
-    allowed = ["search"]
+    allowed = []
     if has_unvisited:
         allowed.append("visit")
-    if not queue_full:
+    if has_evidence and not queue_full:
         allowed.append("reflect")
     if has_evidence and not answer_rejected:
         allowed.append("answer")
+    if not search_stalled or not allowed:
+        allowed.insert(0, "search")
     return allowed
+
+
+def step_models(allowed: list[str], collections: list[str], web_search: bool = False,
+                max_visits: int = 2) -> dict[str, type[BaseModel]]:
+    """One reply model per allowed action.  ``action`` is a one-value Literal and the
+    action's own fields are required, so choosing an action means filling them in."""
+    unknown = set(allowed) - set(ACTIONS)
+    if not allowed or unknown:
+        raise ValueError(f"allowed actions must be a non-empty subset of {ACTIONS}, got {allowed}")
+    payloads: dict[str, dict[str, Any]] = {
+        "search": {"queries": (list[str], Field(min_length=1, max_length=MAX_QUERIES,
+                                                description="short keyword queries"))},
+        "visit": {"visit": (list[int], Field(min_length=1, max_length=max_visits,
+                                             description="passage numbers whose documents to read"))},
+        "reflect": {"gap_questions": (list[str], Field(min_length=1, max_length=3,
+                                                       description="new sub-questions"))},
+        # references come first, so that an answer cut off at the token limit keeps them
+        "answer": {"references": (list[int], Field(min_length=1, description="passage numbers used")),
+                   "answer": (str, Field(min_length=1, description="the answer, citing passages as [n]"))},
+    }
+    if len(collections) > 1:
+        payloads["search"]["collections"] = (list[Literal[tuple(collections)]], Field(
+            default_factory=list, description="collections to search; empty means all"))
+    if web_search:
+        payloads["search"]["web"] = (bool, Field(default=False, description="also search the web"))
+    return {action: create_model(f"{action.capitalize()}Step", action=(Literal[action], ...), **payloads[action])
+            for action in allowed}
 
 
 def action_schema(allowed: list[str], collections: list[str], web_search: bool = False,
                   max_visits: int = 2) -> type[BaseModel]:
-    """The reply model for one step: ``action`` is a Literal of the allowed actions only,
-    and only the fields those actions use exist (all optional except ``action``)."""
-    unknown = set(allowed) - set(ACTIONS)
-    if not allowed or unknown:
-        raise ValueError(f"allowed actions must be a non-empty subset of {ACTIONS}, got {allowed}")
-    fields: dict[str, Any] = {
-        "action": (Literal[tuple(allowed)], Field(description="the one action to take now")),
-        "reason": (str, Field(default="", max_length=200, description="one short sentence")),
-    }
-    if "search" in allowed:
-        fields["queries"] = (list[str], Field(default_factory=list, max_length=MAX_QUERIES,
-                                              description="short keyword queries"))
-        if len(collections) > 1:
-            fields["collections"] = (list[Literal[tuple(collections)]], Field(
-                default_factory=list, description="collections to search; empty means all"))
-        if web_search:
-            fields["web"] = (bool, Field(default=False, description="also search the web"))
-    if "visit" in allowed:
-        fields["visit"] = (list[int], Field(default_factory=list, max_length=max_visits,
-                                            description="passage numbers whose documents to read"))
-    if "reflect" in allowed:
-        fields["gap_questions"] = (list[str], Field(default_factory=list, max_length=3,
-                                                    description="new sub-questions"))
-    if "answer" in allowed:
-        fields["answer"] = (str, Field(default="", description="the answer, citing passages as [n]"))
-        fields["references"] = (list[int], Field(default_factory=list, description="passage numbers used"))
-    return create_model("AgentStep", **fields)
+    """The reply model for one step: a union of the allowed actions' models, told apart by
+    ``action``.  Its JSON schema admits no other action, so constrained decoding cannot pick one."""
+    models = list(step_models(allowed, collections, web_search, max_visits).values())
+    if len(models) == 1:
+        return models[0]
+    return RootModel[Annotated[Union[tuple(models)], Field(discriminator="action")]]
+
+
+def schema_actions(json_schema: dict) -> set[str]:
+    """The actions a reply schema admits (read back from the JSON schema)."""
+    branches = list(json_schema.get("$defs", {}).values()) or [json_schema]
+    return {branch["properties"]["action"]["const"] for branch in branches}
+
+
+def looks_like_placeholder(text: str) -> bool:
+    """A copied format placeholder such as ``<keywords>``, or nothing at all."""
+    text = text.strip()
+    return not text or (text.startswith("<") and text.endswith(">")) or text in ("...", "…")
+
+
+def drop_repeated_sentences(text: str) -> str:
+    """Small models sometimes loop, writing the same sentence again and again: keep the first."""
+    seen: set[str] = set()
+    kept = []
+    for sentence in re.split(r"(?<=[.!?])\s+", text.strip()):
+        key = _CITATION_ANY.sub("", sentence).strip().lower()
+        if key not in seen:
+            seen.add(key)
+            kept.append(sentence)
+    return " ".join(kept)
+
+
+def has_substance(answer: str) -> bool:
+    """An answer with some words besides citations (small models sometimes return only ``[1][2]``)."""
+    words = re.findall(r"[^\W\d_]{2,}", _CITATION_ANY.sub(" ", answer))
+    return not looks_like_placeholder(answer) and len(words) >= 3
+
+
+def _content_words(text: str) -> set[str]:
+    return set(re.findall(r"[a-z0-9]{4,}", text.lower()))
 
 
 # helpers ---------------------------------------------------------------------------
@@ -137,10 +185,6 @@ def web_search(query: str, max_chars: int = 1500) -> str:
     except Exception as exc:  # offline, blocked or rate-limited: the tool raises many kinds
         raise WebSearchUnavailable(f"web search failed, probably offline ({type(exc).__name__}: {exc}); "
                                    "carrying on with the knowledge base only") from exc
-
-
-_CITATION = re.compile(r"\[(\d{1,3})\]")
-_CITATION_LIST = re.compile(r"\[(\d{1,3}(?:\s*,\s*\d{1,3})+)\]")
 
 
 def cite_sources(answer: str, references: list[int], memory: AgentMemory) -> tuple[str, list[Hit], list[str]]:
@@ -169,8 +213,25 @@ def cite_sources(answer: str, references: list[int], memory: AgentMemory) -> tup
     return answer.strip(), [memory.passage(n) for n in order], notes
 
 
+def interleave(groups: list[list[Hit]], limit: int) -> list[Hit]:
+    """The best hit of each query in turn, then the second best, and so on (each chunk once).
+
+    Merging by raw score would let one broad query ("The Simpsons") crowd out a
+    precise one ("animation studio season 4"); taking turns lets every query contribute.
+    """
+    picked: list[Hit] = []
+    seen: set[str] = set()
+    for rank in range(max((len(hits) for hits in groups), default=0)):
+        for hits in groups:
+            if rank < len(hits) and hits[rank].id not in seen:
+                seen.add(hits[rank].id)
+                picked.append(hits[rank])
+    return picked[:limit]
+
+
 def _with_token_budget(llm: LLM, token_budget: int) -> LLM:
-    """The same backend and ledger, with a total-token budget that ends ``token_budget`` tokens from now."""
+    """A private LLM over the same backend and ledger, whose total-token budget ends
+    ``token_budget`` tokens from now (the agent lowers it during ordinary calls)."""
     limit = llm.ledger.total_tokens + token_budget - TEMPLATE_SLACK
     if llm.budget.max_total_tokens is not None:
         limit = min(limit, llm.budget.max_total_tokens)
@@ -195,18 +256,20 @@ class DeepSearchAgent:
 
     def __init__(self, question: str, config: Config, llm: LLM, store: VectorStore, embedder: Embedder, *,
                  collections: list[str] | None = None, answer_tokens: int | None = None,
-                 memory_share: float = 0.2, max_visits: int = 2, snippet_chars: int = 300,
-                 document_chars: int = 3000):
+                 memory_share: float = 0.2, max_visits: int = 2, passages_per_search: int | None = None,
+                 snippet_chars: int = 300, document_chars: int = 3000):
         self.question = question.strip()
         self.config = config
         self.limits = config.agent
         self.llm = _with_token_budget(llm, config.agent.token_budget)
+        self.token_limit = self.llm.budget.max_total_tokens  # the ledger total this run may reach
         self.store = store
         self.embedder = embedder
         self.collections = collections or store.list_collections()
         self.answer_tokens = answer_tokens or config.llm.max_tokens
         self.memory_share = memory_share
         self.max_visits = max_visits
+        self.passages_per_search = passages_per_search or config.search.top_k
         self.snippet_chars = snippet_chars
         self.document_chars = document_chars
 
@@ -219,6 +282,7 @@ class DeepSearchAgent:
         self.web_enabled = config.agent.web_search
         self.step = 0
         self.answer_rejected = False  # the previous step's answer failed evaluation
+        self.search_stalled = False  # the previous step's search found nothing new
         self.checks: list[str] | None = None  # the evaluation plan, made at the first answer
         self.final_answer: str | None = None
         self.final_references: list[int] = []
@@ -253,37 +317,50 @@ class DeepSearchAgent:
 
     def _take_step(self, question: str) -> None:
         allowed = allowed_actions(beast_mode=False, has_evidence=bool(self.memory.evidence),
-                                  has_unvisited=bool(self.memory.unvisited()),
-                                  queue_full=self.queue.is_full(), answer_rejected=self.answer_rejected)
-        self.answer_rejected = False
+                                  has_unvisited=bool(self.memory.unvisited()), queue_full=self.queue.is_full(),
+                                  answer_rejected=self.answer_rejected, search_stalled=self.search_stalled)
+        self.answer_rejected = self.search_stalled = False
         schema = action_schema(allowed, self.collections, self.web_enabled, self.max_visits)
         messages, notes = self._action_messages(question, allowed)
-        decision = self._ask("action", messages, schema, self.answer_tokens, notes=notes,
-                             question=question, allowed=allowed)
+        reply = self._ask("action", messages, schema, self.answer_tokens, notes=notes,
+                          question=question, allowed=allowed)
+        decision = reply.root if isinstance(reply, RootModel) else reply
         if decision is None or decision.action not in allowed:
-            decision = schema(action="search", queries=[question])
-            self.trace[-1].notes.append("no usable action: searching the current question instead")
+            decision = self._default_decision(question, allowed)
+            self.trace[-1].notes.append(f"no usable action: doing '{decision.action}' instead")
         handlers = {"search": self._search, "visit": self._visit, "reflect": self._reflect,
                     "answer": self._answer}
         handlers[decision.action](question, decision)
+
+    def _default_decision(self, question: str, allowed: list[str]) -> BaseModel:
+        """What to do when the model gave no usable action: search the current question, else
+        read the best unread document (searching regardless when neither is allowed)."""
+        if "visit" in allowed and "search" not in allowed:
+            number = self.memory.unvisited()[0][0]
+            return step_models(["visit"], self.collections)["visit"](action="visit", visit=[number])
+        return step_models(["search"], self.collections)["search"](action="search", queries=[question])
 
     # model calls and the budget ---------------------------------------------------
     def _ask(self, step_name: str, messages: list[dict], schema: type[BaseModel], max_tokens: int, *,
              final: bool = False, notes: tuple[str, ...] | list[str] = (), **inputs: Any) -> BaseModel | None:
         """One structured call, traced.  ``None`` when the model gave no valid reply.
 
-        Unless ``final``, raises ``NoRoomForCall`` when the call would eat into the
-        tokens kept for the final answer.
+        Unless ``final``, the call must leave the tokens kept for the final answer:
+        ``NoRoomForCall`` when it cannot, and the LLM's budget ceiling is lowered so
+        that retries after invalid replies cannot use them either (``BudgetExceededError``).
         """
         with traced(self.trace, self.llm.ledger, step_name, self.step, **inputs) as entry:
             entry.messages = messages
             entry.notes.extend(notes)
+            ceiling = self.token_limit
             if not final:
                 try:
                     self._check_room(messages, max_tokens)
                 except NoRoomForCall as exc:
                     entry.notes.append(f"not run: {exc}")
                     raise
+                ceiling -= self._final_reserve()
+            self.llm.budget.max_total_tokens = ceiling
             try:
                 reply = self.llm.structured(messages, schema, step=step_name, max_tokens=max_tokens)
             except StructuredOutputError as exc:
@@ -302,7 +379,7 @@ class DeepSearchAgent:
             return reply.value
 
     def _tokens_left(self) -> int:
-        return self.llm.budget.max_total_tokens - self.llm.ledger.total_tokens
+        return self.token_limit - self.llm.ledger.total_tokens
 
     @cached_property
     def _beast_prompt_tokens(self) -> int:
@@ -342,8 +419,7 @@ class DeepSearchAgent:
     def _prompt(self, actions: str, focus: str, memory_tokens: int) -> tuple[list[dict], list[str]]:
         """System + user messages with the memory trimmed to fit both the context and ``memory_tokens``."""
         system = get_prompt("agent_system")
-        values = {"question": self.question, "collections": self._collections_text,
-                  "focus": focus, "actions": actions}
+        values = {"question": self.question, "focus": focus, "actions": actions}
         fixed = self.llm.count_tokens(system + render("agent_action", memory="", **values))
         room = min(self.llm.context_size - fixed - self.answer_tokens - TEMPLATE_SLACK, memory_tokens)
         memory, notes = self.memory.render(self.llm.count_tokens, room) if room > 0 else ("", [])
@@ -353,8 +429,8 @@ class DeepSearchAgent:
     def _action_messages(self, question: str, allowed: list[str]) -> tuple[list[dict], list[str]]:
         blocks = []
         if "search" in allowed:
-            web = ' Set "web": true to also search the web.' if self.web_enabled else ""
-            blocks.append(render("agent_action_search", web=web,
+            web = '\nSet "web": true to also search the web.' if self.web_enabled else ""
+            blocks.append(render("agent_action_search", web=web, collections=self._collections_text,
                                  done="; ".join(self.memory.queries[-10:]) or "none"))
         if "visit" in allowed:
             documents = "\n".join(f"[{n}] {hit.title} ({hit.collection})"
@@ -375,69 +451,74 @@ class DeepSearchAgent:
         if memory_tokens is None:
             memory_tokens = min(self._memory_cap(),
                                 self._tokens_left() - self._beast_prompt_tokens - self.answer_tokens)
-        return self._prompt(get_prompt("agent_beast"), "", memory_tokens)
+        return self._prompt(render("agent_beast", question=self.question), "", memory_tokens)
 
     # actions ---------------------------------------------------------------------------
     def _search(self, question: str, decision: BaseModel) -> None:
-        requested = [q for q in decision.queries if q.strip()] or [question]
+        requested = [q for q in decision.queries if not looks_like_placeholder(q)] or [question]
         chosen = [c for c in getattr(decision, "collections", []) if c in self.collections]
         collections = chosen or self.collections
-        fresh = self.query_dedup.filter(requested, remember=False)
-        if not fresh.kept:
-            self._record_search([], [], fresh.dropped, [], requested)
-            self._diary(f"asked to search {_quoted(requested)}, which repeats earlier searches; nothing was "
-                        "searched. Use other words, read a document or answer.")
-            return
-        rewritten = self._rewrite(question, fresh.kept)
-        final = self.query_dedup.filter(rewritten, remember=True)
-        new_numbers: list[int] = []
+        rewritten = self._rewrite(question, requested)
+        # near-duplicates of earlier searches or of each other are dropped
+        final = self.query_dedup.filter(rewritten)
+        if not final.kept and rewritten != requested:
+            fallback = self.query_dedup.filter(requested[:MAX_QUERIES])
+            final.kept, final.dropped = fallback.kept, final.dropped + fallback.dropped
         notes: list[str] = []
-        hits_seen: list[Hit] = []
+        groups: list[list[Hit]] = []
         for query in final.kept:
             self.memory.queries.append(query)
             try:
-                hits = search_collections(self.store, self.embedder, query, collections,
-                                          k=self.config.search.top_k, mode=self.config.search.mode,
-                                          ranker=self.config.search.ranker)[: self.config.search.top_k]
+                groups.append(search_collections(self.store, self.embedder, query, collections,
+                                                 k=self.config.search.top_k, mode=self.config.search.mode,
+                                                 ranker=self.config.search.ranker))
             except VectorStoreError as exc:
                 notes.append(f"search for {query!r} failed: {exc}")
-                continue
-            hits_seen += hits
-            new_numbers += self._learn_from_search(query, hits)
-            if self.web_enabled and getattr(decision, "web", False):
+        hits = interleave(groups, self.passages_per_search)
+        new_numbers = self._learn_from_search(final.kept, hits)
+        if self.web_enabled and getattr(decision, "web", False):
+            for query in final.kept:
                 new_numbers += self._web_search(query, notes)
-        self._record_search(final.kept, hits_seen, fresh.dropped + final.dropped, notes, requested,
-                            rewritten=rewritten, collections=collections)
+        self._record_search(final.kept, hits, final.dropped, notes, requested, rewritten=rewritten,
+                            collections=collections)
+        self.search_stalled = not new_numbers
+        if not final.kept:
+            self._diary(f"asked to search {_quoted(requested)}, but every query repeated an earlier search; "
+                        "nothing was searched.")
+            return
         where = "all collections" if not chosen else ", ".join(chosen)
         found = f"{len(new_numbers)} new passage(s) {_numbers(new_numbers)}" if new_numbers else "no new passages"
-        skipped = [d["query"] for d in fresh.dropped + final.dropped]
-        extra = f" Skipped as repeats: {_quoted(skipped)}." if skipped else ""
-        self._diary(f"searched {where} for {_quoted(final.kept) or 'nothing new'}: {found}.{extra}")
+        self._diary(f"searched {where} for {_quoted(final.kept)}: {found}.")
 
     def _rewrite(self, question: str, requests: list[str]) -> list[str]:
         """Up to three better queries; the requests themselves when the model gives nothing usable."""
         prompt = render("agent_rewrite", question=question, requests="\n".join(f"- {r}" for r in requests),
-                        max_queries=MAX_QUERIES)
+                        done="; ".join(self.memory.queries[-10:]) or "none", max_queries=MAX_QUERIES)
         messages = [{"role": "system", "content": "You write search queries. Reply with JSON only."},
                     {"role": "user", "content": prompt}]
         reply = self._ask("rewrite", messages, Rewrite, 120, requests=requests)
-        queries = [q.strip() for q in reply.queries if q.strip()] if reply is not None else []
+        proposed = [q.strip() for q in reply.queries if not looks_like_placeholder(q)] if reply else []
+        # a query sharing no word with the question or the requests was copied from elsewhere
+        anchor = _content_words(" ".join([question, *requests]))
+        queries = [q for q in proposed if _content_words(q) & anchor]
+        unrelated = [q for q in proposed if q not in queries]
+        if unrelated:
+            self.trace[-1].notes.append(f"dropped rewrites that share no word with the request: {unrelated}")
         if not queries:
             self.trace[-1].notes.append("rewriting gave nothing usable: searching the requested queries")
             return requests[:MAX_QUERIES]
         return queries[:MAX_QUERIES]
 
-    def _learn_from_search(self, query: str, hits: list[Hit]) -> list[int]:
-        """Number the hits and store one knowledge item for the query; returns the new numbers."""
+    def _learn_from_search(self, queries: list[str], hits: list[Hit]) -> list[int]:
+        """Number the hits and store one knowledge item for the search; returns the new numbers."""
         numbers, new = self.memory.add_evidence(hits)
-        lines = [f"[{n}] {self._where(hit)}: {one_line(hit.text, self.snippet_chars)}"
-                 for n, hit in zip(numbers, hits) if n in new]
+        lines = [f"[{n}] {self._labelled(hit, self.snippet_chars)}" for n, hit in zip(numbers, hits) if n in new]
         repeated = [n for n in numbers if n not in new]
         if repeated:
             lines.append(f"Also matched passages listed earlier: {_numbers(repeated)}")
         if lines:
             self.memory.knowledge.append(KnowledgeItem(
-                f'What does the knowledge base say about "{query}"?', "\n".join(lines), numbers, "search",
+                f"What did the search for {_quoted(queries)} find?", "\n".join(lines), numbers, "search",
                 self.step))
         return new
 
@@ -501,7 +582,7 @@ class DeepSearchAgent:
             kept.append(replace(chunk, score=parent.score))  # a chunk inherits the score of the hit that led here
             used += len(chunk.text)
         numbers, _ = self.memory.add_evidence(kept)
-        lines = [f"[{n}] {chunk.section or chunk.title}: {one_line(chunk.text)}" for n, chunk in zip(numbers, kept)]
+        lines = [f"[{n}] {self._labelled(chunk)}" for n, chunk in zip(numbers, kept)]
         if lines:
             self.memory.knowledge.append(KnowledgeItem(
                 f'What does the document "{parent.title}" ({parent.source}) say?', "\n".join(lines), numbers,
@@ -509,7 +590,7 @@ class DeepSearchAgent:
         return numbers
 
     def _reflect(self, question: str, decision: BaseModel) -> None:
-        proposed = [q for q in decision.gap_questions if q.strip()]
+        proposed = [q for q in decision.gap_questions if not looks_like_placeholder(q)]
         with traced(self.trace, self.llm.ledger, "reflect", self.step, proposed=proposed) as entry:
             fresh = self.question_dedup.filter(proposed, remember=False)
             added = self.queue.add(fresh.kept)
@@ -524,11 +605,11 @@ class DeepSearchAgent:
             self._diary("reflected but found no new sub-question.")
 
     def _answer(self, question: str, decision: BaseModel) -> None:
-        answer = decision.answer.strip()
+        answer = drop_repeated_sentences(decision.answer) if has_substance(decision.answer) else ""
         references = [n for n in decision.references if self.memory.passage(n) is not None]
         if not answer:
             self.answer_rejected = True
-            self._diary("chose to answer but wrote no answer.")
+            self._diary("chose to answer but wrote no real answer.")
             return
         if question != self.question:
             self.memory.knowledge.append(KnowledgeItem(question, answer, references, "qa", self.step))
@@ -578,8 +659,8 @@ class DeepSearchAgent:
                               notes=[f"beast mode: {reason}", *notes])
         except BudgetExceededError:
             reply = None
-        if reply is not None and reply.answer.strip():
-            self._accept(reply.answer, list(reply.references), f"beast mode ({reason})")
+        if reply is not None and has_substance(reply.answer):
+            self._accept(drop_repeated_sentences(reply.answer), list(reply.references), f"beast mode ({reason})")
         else:
             self._fallback(reason)
 
@@ -608,7 +689,8 @@ class DeepSearchAgent:
             entry.notes.extend(notes)
         settings = {**self.limits.model_dump(), "model": self.config.llm.model,
                     "answer_tokens": self.answer_tokens, "memory_share": self.memory_share,
-                    "max_visits": self.max_visits, "snippet_chars": self.snippet_chars,
+                    "max_visits": self.max_visits, "passages_per_search": self.passages_per_search,
+                    "snippet_chars": self.snippet_chars,
                     "document_chars": self.document_chars, "collections": self.collections,
                     "finish": self.finish, "beast_mode": self.beast_reason, "steps": self.step,
                     "bad_attempts": len(self.memory.bad_attempts)}
@@ -620,8 +702,13 @@ class DeepSearchAgent:
         self.memory.diary.append(f"Step {self.step}: {text}")
 
     @staticmethod
-    def _where(hit: Hit) -> str:
-        return f"{hit.title} / {hit.section}" if hit.section else hit.title
+    def _labelled(hit: Hit, max_chars: int | None = None) -> str:
+        """The passage on one line, after its title and section unless the text already starts with them."""
+        text = one_line(hit.text, max_chars)
+        if text.startswith(hit.title):
+            return text
+        where = f"{hit.title} / {hit.section}" if hit.section else hit.title
+        return f"{where}: {text}"
 
 
 def run_deepsearch(question: str, config: Config, *, llm: LLM | None = None, store: VectorStore | None = None,
@@ -634,10 +721,9 @@ def run_deepsearch(question: str, config: Config, *, llm: LLM | None = None, sto
     ``DeepSearchAgent``'s keyword arguments: ``answer_tokens`` (reply room for
     answers, default ``config.llm.max_tokens``), ``memory_share`` (the share of the
     token budget the memory may take in one prompt, 0.2), ``max_visits`` (2),
-    ``snippet_chars`` (300) and ``document_chars`` (3000).
+    ``passages_per_search`` (the best hits kept from one search step's queries,
+    default ``config.search.top_k``), ``snippet_chars`` (300) and ``document_chars`` (3000).
     """
-    from .vectorstore import open_store
-
     llm = llm or make_llm(config)
     store = store or open_store(config)
     embedder = embedder or get_embedder(config.embedding)

@@ -37,13 +37,14 @@ class CheckPlan(BaseModel):
 
 
 class Verdict(BaseModel):
-    reasoning: str = Field(max_length=300, description="one or two sentences")
+    reasoning: str = Field(description="one or two sentences", json_schema_extra={"maxLength": 200})
     passed: bool
 
 
 class FailureAnalysis(BaseModel):
-    what_went_wrong: str = Field(max_length=300)
-    next_step: str = Field(max_length=300)
+    what_went_wrong: str = Field(description="one sentence", json_schema_extra={"maxLength": 200})
+    next_step: str = Field(description="one sentence: what to search for or read next",
+                           json_schema_extra={"maxLength": 200})
 
 
 @dataclass
@@ -80,7 +81,7 @@ def check_messages(name: str, question: str, answer: str, passages: str) -> list
     """The prompt of one check; only the strict check sees the cited passages."""
     values = {"question": question, "answer": fence(answer)}
     if name == ALWAYS_CHECK:
-        values["passages"] = passages or "(the answer cites no passage)"
+        values["passages"] = fence(passages) if passages else "(the answer cites no passage)"
     return _user(render(f"agent_check_{name}", **values))
 
 

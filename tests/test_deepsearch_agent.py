@@ -11,8 +11,10 @@ from pydantic import ValidationError
 
 from helpers.agent_memory import AgentMemory, KnowledgeItem, QuestionQueue
 from helpers.config import load_config
-from helpers.deepsearch_agent import action_schema, allowed_actions, cite_sources, run_deepsearch
+from helpers.deepsearch_agent import (action_schema, allowed_actions, cite_sources, drop_repeated_sentences,
+                                      has_substance, interleave, run_deepsearch, schema_actions)
 from helpers.embeddings import get_embedder
+from helpers.evaluators import evaluate_answer, plan_checks
 from helpers.llm import LLM, Completion
 from helpers.query_dedup import QueryDeduper
 from helpers.vectorstore import Hit
@@ -99,15 +101,15 @@ class FakeStore:
 
 
 def search(*queries: str) -> str:
-    return json.dumps({"action": "search", "reason": "need facts", "queries": list(queries)})
+    return json.dumps({"action": "search", "queries": list(queries)})
 
 
 def answer(text: str, references: list[int]) -> str:
-    return json.dumps({"action": "answer", "reason": "enough facts", "answer": text, "references": references})
+    return json.dumps({"action": "answer", "references": references, "answer": text})
 
 
 def reflect(*questions: str) -> str:
-    return json.dumps({"action": "reflect", "reason": "missing parts", "gap_questions": list(questions)})
+    return json.dumps({"action": "reflect", "gap_questions": list(questions)})
 
 
 def verdict(passed: bool) -> str:
@@ -134,8 +136,14 @@ def run_script(embedder, script, budget=6000, context_size=4096, **agent):
 
 
 def allowed_in(schema: dict) -> set[str]:
-    action = schema["properties"]["action"]
-    return set(action["enum"]) if "enum" in action else {action["const"]}
+    return schema_actions(schema)
+
+
+def fields_of(schema: dict, action: str) -> set[str]:
+    """The property names of one action's branch in a reply schema."""
+    branches = list(schema.get("$defs", {}).values()) or [schema]
+    branch = next(b for b in branches if b["properties"]["action"]["const"] == action)
+    return set(branch["properties"])
 
 
 # masking ---------------------------------------------------------------------------------
@@ -147,21 +155,28 @@ def test_masking_rules():
     assert "visit" not in allowed_actions(**{**everything, "has_unvisited": False})
     assert "reflect" not in allowed_actions(**{**everything, "queue_full": True})
     assert "answer" not in allowed_actions(**{**everything, "answer_rejected": True})
-    assert "answer" not in allowed_actions(**{**everything, "has_evidence": False})
+    assert allowed_actions(**{**everything, "has_evidence": False}) == ["search", "visit"]
+    assert allowed_actions(**{**everything, "search_stalled": True}) == ["visit", "reflect", "answer"]
+    nothing_else = {**everything, "has_evidence": False, "has_unvisited": False, "search_stalled": True}
+    assert allowed_actions(**nothing_else) == ["search"]  # never an empty choice
     assert allowed_actions(**{**everything, "beast_mode": True}) == ["answer"]
 
 
-def test_schema_enum_holds_only_allowed_actions():
+def test_schema_admits_only_allowed_actions_with_their_fields():
     schema = action_schema(["search", "reflect"], ["a", "b"])
     json_schema = schema.model_json_schema()
     assert allowed_in(json_schema) == {"search", "reflect"}
-    assert {"queries", "collections", "gap_questions"} <= set(json_schema["properties"])
-    assert not {"answer", "visit", "references"} & set(json_schema["properties"])
-    with pytest.raises(ValidationError):
-        schema.model_validate({"action": "answer", "answer": "x"})
-    with pytest.raises(ValidationError):
-        schema.model_validate({"action": "search", "collections": ["not_a_collection"]})
-    assert allowed_in(action_schema(["answer"], []).model_json_schema()) == {"answer"}
+    assert "answer" not in json.dumps(json_schema)
+    assert fields_of(json_schema, "search") == {"action", "queries", "collections"}
+    assert fields_of(json_schema, "reflect") == {"action", "gap_questions"}
+    assert schema.model_validate({"action": "reflect", "gap_questions": ["q?"]}).root.gap_questions == ["q?"]
+    for bad in ({"action": "answer", "answer": "x"},                     # masked action
+                {"action": "search", "queries": []},                      # an action without its payload
+                {"action": "search", "queries": ["x"], "collections": ["not_a_collection"]}):
+        with pytest.raises(ValidationError):
+            schema.model_validate(bad)
+    beast = action_schema(["answer"], []).model_json_schema()
+    assert allowed_in(beast) == {"answer"} and "answer" in beast["required"]
 
 
 # the question queue ------------------------------------------------------------------------
@@ -206,22 +221,30 @@ def test_dedup_drops_near_duplicates_and_keeps_distinct_queries(embedder):
     assert dedup.filter(["sourdough starter feeding"]).kept == []
 
 
-def test_agent_records_dropped_duplicate_queries_in_the_trace(embedder):
-    script = {"action": [search("simpsons ratings"), search("ratings of the simpsons")],
+def test_repeated_search_is_dropped_then_search_is_masked_and_visit_reads_documents(embedder):
+    script = {"action": [search("simpsons ratings"), search("ratings of the simpsons"),
+                         json.dumps({"action": "visit", "visit": [1]})],
               "rewrite": [json.dumps({"queries": ["simpsons ratings", "simpsons season one households"]})],
               "beast answer": [answer(GOOD_ANSWER, [1, 2])]}
-    result, _ = run_script(embedder, script, max_steps=3)
+    result, backend = run_script(embedder, script, max_steps=4)
     searches = result.steps("search")
     assert searches[0].parsed["queries"] == ["simpsons ratings", "simpsons season one households"]
     assert searches[1].parsed["queries"] == []  # the second request repeats the first search
     assert searches[1].dropped[0]["similar_to"] == "simpsons ratings"
+    actions = backend.steps("action")
+    assert "search" not in allowed_in(actions[2]["schema"])  # masked after a search that found nothing new
+    visit = result.steps("visit")[0]
+    first_passage = searches[0].kept[0]  # passage [1], whose document the script asks to visit
+    assert {hit["source"] for hit in visit.kept} == {first_passage["source"]}
+    assert len(visit.kept) == len(DOCS[(first_passage["collection"], first_passage["source"])])
+    assert "visit" not in allowed_in(backend.steps("beast answer")[0]["schema"])
     assert result.settings["beast_mode"] == "steps"
 
 
 # evaluation and bad attempts ------------------------------------------------------------------
 
 def test_rejected_answer_becomes_a_bad_attempt_and_masks_answer_next_step(embedder):
-    script = {"action": [search("simpsons ratings"), answer("Ratings changed [1].", [1]),
+    script = {"action": [search("simpsons ratings"), answer("The ratings changed over the years [1].", [1]),
                          search("viewer numbers per decade"), answer(GOOD_ANSWER, [1, 2])],
               "rewrite": [json.dumps({"queries": ["simpsons ratings households"]}),
                           json.dumps({"queries": ["viewers season 30"]})],
@@ -239,8 +262,29 @@ def test_rejected_answer_becomes_a_bad_attempt_and_masks_answer_next_step(embedd
     assert result.answer.startswith("Ratings fell") and [s.cited for s in result.sources] == [True, True]
 
 
+def test_checks_are_planned_per_question_run_one_by_one_and_stop_at_the_first_failure():
+    asked = []
+
+    def ask(step, messages, schema, max_tokens):
+        asked.append((step, messages[-1]["content"]))
+        replies = {"evaluate plan": {"definitive": True, "freshness": False, "plurality": True,
+                                     "completeness": False},
+                   "check definitive": {"reasoning": "commits", "passed": True},
+                   "check plurality": {"reasoning": "one item for three", "passed": False}}
+        return schema.model_validate(replies[step]) if step in replies else None
+
+    checks = plan_checks(ask, "Name three showrunners.")
+    assert checks == ["definitive", "plurality", "strict"]
+    evaluation = evaluate_answer(ask, "Name three showrunners.", "Al Jean [1].", "[1] Al Jean ran it.", checks)
+    assert not evaluation.passed and evaluation.failed.name == "plurality"
+    assert [step for step, _ in asked] == ["evaluate plan", "check definitive", "check plurality"]
+    assert "<<<DATA" in asked[1][1]  # the answer is fenced
+    skipped = evaluate_answer(ask, "q", "a", "", ["freshness", "strict"])  # no usable verdicts
+    assert skipped.passed and not any(result.ran for result in skipped.results)
+    assert plan_checks(lambda *call: None, "q") == ["definitive", "strict"]  # no usable plan
+
 def test_beast_mode_after_too_many_bad_attempts(embedder):
-    script = {"action": [search("simpsons ratings"), answer("They changed [1].", [1]),
+    script = {"action": [search("simpsons ratings"), answer("The ratings changed [1].", [1]),
                          search("viewer numbers"), answer("They changed a lot [2].", [2])],
               "rewrite": [json.dumps({"queries": ["simpsons ratings households"]}),
                           json.dumps({"queries": ["viewers season 30"]})],
@@ -271,13 +315,16 @@ def test_gap_questions_are_worked_on_then_the_original_returns(embedder):
 # degrading, budget and the fallback ------------------------------------------------------------
 
 def test_broken_rewrite_and_action_replies_degrade(embedder):
-    script = {"action": ["no json here", "still none", search("simpsons ratings")], "rewrite": ["no queries today"],
+    script = {"action": ["no json here", "still none", search("season 30 viewers")],
+              "rewrite": ["no queries today", json.dumps({"queries": ["tram network closure decision"]})],
               "beast answer": [answer(GOOD_ANSWER, [1])]}
     result, _ = run_script(embedder, script, max_steps=3)
     first = result.steps("action")[0]
-    assert any("searching the current question" in note for note in first.notes)
-    assert any("rewriting gave nothing usable" in note for note in result.steps("rewrite")[0].notes)
-    assert result.steps("search")[0].parsed["queries"] == [QUESTION]
+    assert any("doing 'search' instead" in note for note in first.notes)
+    rewrites = result.steps("rewrite")
+    assert any("rewriting gave nothing usable" in note for note in rewrites[0].notes)
+    assert any("share no word with the request" in note for note in rewrites[1].notes)  # a copied example
+    assert [step.parsed["queries"] for step in result.steps("search")] == [[QUESTION], ["season 30 viewers"]]
     assert result.answer and result.cited_sources
 
 
@@ -313,10 +360,10 @@ def test_web_search_offline_is_noted_and_the_run_goes_on(embedder):
               "beast answer": [answer(GOOD_ANSWER, [1])]}
     result, backend = run_script(embedder, script, max_steps=3, web_search=True)
     actions = backend.steps("action")
-    assert "web" in actions[0]["schema"]["properties"]
+    assert "web" in fields_of(actions[0]["schema"], "search")
     web_items = [h for h in result.sources if h.collection == "web"]
     noted = any("web search" in note for step in result.steps("search") for note in step.notes)
-    assert web_items or (noted and "web" not in actions[1]["schema"]["properties"])
+    assert web_items or (noted and "web" not in fields_of(actions[1]["schema"], "search"))
     assert result.answer
 
 
@@ -328,7 +375,7 @@ def test_memory_trimming_keeps_the_prompt_inside_the_context(embedder):
                           json.dumps({"queries": ["premiere december 1989"]}),
                           json.dumps({"queries": ["switched to high definition"]})],
               "beast answer": [answer(GOOD_ANSWER, [1])]}
-    result, backend = run_script(embedder, script, context_size=560, max_steps=4)
+    result, backend = run_script(embedder, script, context_size=450, max_steps=4)
     for call in backend.calls:
         prompt = sum(backend.count_tokens(m["content"]) + 6 for m in call["messages"])
         assert prompt + call["max_tokens"] <= backend.context_size
@@ -344,9 +391,26 @@ def test_memory_render_trims_oldest_first():
     words = lambda text: len(text.split())  # noqa: E731
     full, notes = memory.render(words, 10_000)
     assert notes == [] and "fact1 " * 59 + "fact1" in full
-    trimmed, notes = memory.render(words, 200)
-    assert words(trimmed) <= 200 and "question 5?" in trimmed and "question 1?" not in trimmed
-    assert "left out" in notes[0]
+    shortened, notes = memory.render(words, 300)
+    assert words(shortened) <= 300 and "shortened" in notes[0]
+    assert "fact1 " * 59 not in shortened and "fact5 " * 59 + "fact5" in shortened  # oldest first
+    trimmed, notes = memory.render(words, 120)
+    assert words(trimmed) <= 120 and "question 5?" in trimmed and "question 1?" not in trimmed
+    assert "knowledge item(s) left out" in notes[0]
+
+
+def test_each_query_contributes_to_a_search_step():
+    broad = [_hit("c", "broad", i, f"b{i}") for i in range(4)]
+    precise = [_hit("c", "precise", i, f"p{i}") for i in range(2)]
+    assert [h.source for h in interleave([broad, precise], 3)] == ["broad", "precise", "broad"]
+    assert len(interleave([broad, broad], 10)) == 4  # each chunk once
+
+
+def test_answer_cleaning_for_small_models():
+    looped = "Ratings fell [1]. The show aged. Ratings fell [2]. The show aged. The end."
+    assert drop_repeated_sentences(looped) == "Ratings fell [1]. The show aged. The end."
+    assert not has_substance("[1], [2], [3]") and not has_substance("<answer>")
+    assert has_substance("David Silverman directed it [4].")
 
 
 def test_citations_are_renumbered_and_unknown_ones_removed():

@@ -1,0 +1,184 @@
+"""The notebook series: structure (fast), headless execution in fast mode (slow), and JupyterLab serving it.
+
+The execution tests run every notebook top to bottom with nbclient, one at a time, with
+``DSL_FAST=1`` (the 0.5B model, small budgets) and offline Hugging Face settings.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from helpers.config import PROJECT_ROOT
+from helpers.notebook_support import (DB_DIR_ENV, NOTEBOOK_DIR, check_citations, execute_notebook, kernel_env,
+                                      milvus_path, notebook_config, notebook_paths, renumber_citations,
+                                      venv_kernel_name)
+
+EXPECTED = [
+    "00_setup_and_first_call", "01_knowledge_base", "02_decomposition", "03_routing",
+    "04_retrieval_and_relevance", "05_reflection_and_the_loop", "06_synthesis", "07_simpsons_end_to_end",
+]
+NOTEBOOKS = [NOTEBOOK_DIR / f"{name}.ipynb" for name in EXPECTED]
+TIMEOUT_S = 300  # per notebook (and per cell) in fast mode
+IMPORT_LINE = re.compile(r"^\s*(import\s+[\w.]+|from\s+[\w.]+\s+import\s)", re.MULTILINE)
+ABSOLUTE_PATHS = ("/work", "/home", "/root", "C:\\", "/tmp/", "/Users/")
+
+
+def _read(path: Path):
+    return nbformat.read(path, as_version=4)
+
+
+def _code_cells(nb):
+    return [cell for cell in nb.cells if cell.cell_type == "code"]
+
+
+# -- structure (fast) ------------------------------------------------------------------
+def test_the_series_is_complete():
+    assert [p.stem for p in notebook_paths()] == EXPECTED
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=EXPECTED)
+def test_notebook_structure(path):
+    nb = _read(path)
+    nbformat.validate(nb)
+    assert nb.cells[0].cell_type == "markdown", "a notebook opens with a markdown cell"
+    opening = nb.cells[0].source
+    assert "What you will learn" in opening and "What it costs" in opening and "Helpers used" in opening
+    code = _code_cells(nb)
+    assert code, "no code cells"
+    assert IMPORT_LINE.search(code[0].source), "the first code cell holds the imports"
+    for cell in code[1:]:
+        stray = IMPORT_LINE.search(cell.source)
+        assert stray is None, f"import outside the first code cell: {stray.group(0)!r} in\n{cell.source[:200]}"
+    for cell in code:
+        assert cell.get("outputs") == [], "notebooks are stored with outputs cleared"
+        assert cell.get("execution_count") is None, "notebooks are stored with execution_count null"
+        assert not re.search(r"^\s*[!%]\s*pip\s+install", cell.source, re.MULTILINE), "no pip install in notebooks"
+    for cell in nb.cells:
+        for marker in ABSOLUTE_PATHS:
+            assert marker not in cell.source, f"absolute path {marker!r} in a cell"
+    assert nb.cells[-1].cell_type == "markdown" and "Try this" in nb.cells[-1].source
+    assert any(f'NOTEBOOK = "{path.stem}"' in cell.source for cell in code), \
+        "each notebook names itself (its own Milvus Lite directory)"
+
+
+def test_notebook_config_gives_each_notebook_its_own_database(monkeypatch):
+    for var in ("MILVUS_URI", "DSL_MILVUS_URI", DB_DIR_ENV):
+        monkeypatch.delenv(var, raising=False)
+    first, second = notebook_config("03_routing"), notebook_config("04_retrieval_and_relevance")
+    assert Path(first.vector_db.uri) == PROJECT_ROOT / "outputs" / "milvus" / "03_routing.db"
+    assert first.vector_db.uri != second.vector_db.uri
+    tuned = notebook_config("03_routing", {"llm.temperature": 0.9}, search__top_k=2)
+    assert (tuned.llm.temperature, tuned.search.top_k) == (0.9, 2)
+    monkeypatch.setenv("DSL_FAST", "1")
+    assert notebook_config("03_routing").llm.model == "qwen2.5-coder-0.5b"
+    monkeypatch.setenv("DSL_MILVUS_URI", "data/milvus/shared.db")  # an explicit choice wins
+    assert notebook_config("03_routing").vector_db.uri == "data/milvus/shared.db"
+    monkeypatch.delenv("DSL_MILVUS_URI")
+    monkeypatch.setenv(DB_DIR_ENV, "outputs/elsewhere")
+    assert milvus_path("x") == PROJECT_ROOT / "outputs" / "elsewhere" / "x.db"
+
+
+def test_citation_helpers():
+    sources = ["a", "b", "c"]
+    check = check_citations("Born in 1989 [1]. Moved in 2009 [3][5]. Nothing here.", sources)
+    assert check == {"citations": 3, "valid": [1, 3], "dangling": [5], "uncited": [2]}
+    assert renumber_citations("x [1] y [2][3]", 4) == "x [5] y [6][7]"
+
+
+def test_the_kernel_runs_this_interpreter():
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    name = venv_kernel_name()
+    argv0 = KernelSpecManager().get_kernel_spec(name).argv[0]
+    assert argv0 in ("python", "python3") or Path(argv0).resolve() == Path(sys.executable).resolve()
+
+
+# -- execution (slow) --------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def fast_kernel(tmp_path_factory):
+    """Kernel name and environment: fast mode, offline, notebook databases in a fresh folder for this session."""
+    env = kernel_env(fast=True, extra={DB_DIR_ENV: str(tmp_path_factory.mktemp("notebook_milvus"))})
+    for var in ("DSL_PROVIDER", "DSL_MODEL", "OLLAMA_HOST", "OPENAI_BASE_URL", "MILVUS_URI", "DSL_MILVUS_URI"):
+        env.pop(var, None)
+    # One llama.cpp thread unless told otherwise: with a thread per core, any other busy process on a 2-core
+    # machine makes llama.cpp's threads wait on each other (one call measured 91 s instead of 12 s).
+    env.setdefault("DSL_THREADS", "1")
+    return venv_kernel_name(), env
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(TIMEOUT_S + 120)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=EXPECTED)
+def test_notebook_executes_in_fast_mode(path, fast_kernel, tmp_path):
+    kernel, env = fast_kernel
+    run = execute_notebook(path, tmp_path, timeout=TIMEOUT_S, env=env, kernel_name=kernel, html_export=True)
+    print(f"{run.name}: {run.seconds:.0f} s")
+    assert run.ok, run.error
+    executed = _read(run.executed)
+    errors = [o for cell in _code_cells(executed) for o in cell.outputs if o.output_type == "error"]
+    assert not errors
+    assert all(cell.execution_count for cell in _code_cells(executed)), "every code cell ran"
+    assert run.html.stat().st_size > 10_000
+    assert run.seconds < TIMEOUT_S
+
+
+# -- JupyterLab (fast) ----------------------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _get_json(url: str):
+    with urllib.request.urlopen(url, timeout=5) as reply:
+        return json.loads(reply.read())
+
+
+@pytest.mark.timeout(180)
+def test_jupyterlab_serves_the_notebooks(tmp_path):
+    port, token = _free_port(), secrets.token_hex(16)
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"), "JUPYTER_CONFIG_DIR": str(tmp_path / "config")}
+    command = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+               f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={PROJECT_ROOT}"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:  # containers and CI run as root; JupyterLab refuses without this
+        command.append("--allow-root")
+    with open(tmp_path / "server.log", "w") as log:
+        server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, env=env)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        listing, deadline = None, time.monotonic() + 120
+        while time.monotonic() < deadline:
+            assert server.poll() is None, (tmp_path / "server.log").read_text()[-3000:]
+            try:
+                listing = _get_json(f"{base}/api/contents/notebooks?token={token}")
+                break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                time.sleep(1)
+        assert listing is not None, "JupyterLab did not answer within 120 s"
+        names = {item["name"] for item in listing["content"]}
+        assert {f"{name}.ipynb" for name in EXPECTED} <= names
+        model = _get_json(f"{base}/api/contents/notebooks/{EXPECTED[0]}.ipynb?token={token}&content=1")
+        assert model["type"] == "notebook" and model["content"]["cells"][0]["cell_type"] == "markdown"
+        with urllib.request.urlopen(f"{base}/lab?token={token}", timeout=10) as page:
+            assert page.status == 200 and b"JupyterLab" in page.read()
+        with pytest.raises(urllib.error.HTTPError):  # the token is required
+            _get_json(f"{base}/api/contents/notebooks")
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
