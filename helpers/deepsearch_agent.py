@@ -40,7 +40,8 @@ from pydantic import BaseModel, Field, RootModel, create_model
 from .agent_memory import AgentMemory, BadAttempt, KnowledgeItem, QuestionQueue, one_line
 from .config import Config
 from .embeddings import Embedder, get_embedder
-from .errors import BudgetExceededError, ContextOverflowError, StructuredOutputError, VectorStoreError
+from .errors import (BudgetExceededError, ContextOverflowError, DeepSearchLabError, StructuredOutputError,
+                     VectorStoreError)
 from .evaluators import analyze_failure, evaluate_answer, plan_checks
 from .llm import LLM, Budget, make_llm
 from .prompts import get_prompt, render
@@ -288,25 +289,33 @@ class DeepSearchAgent:
         self.final_references: list[int] = []
         self.finish = ""
         self.beast_reason: str | None = None
+        self.error: str | None = None
         self._collections_text = self._describe_collections()
 
     # the loop -------------------------------------------------------------------
     def run(self) -> Result:
         started = time.perf_counter()
+        try:
+            self._loop()
+        except DeepSearchLabError as exc:  # the backend or the database failed: say so, answer from memory
+            self.error = f"{type(exc).__name__}: {exc}"
+            self._fallback("error")
+        return self._result(time.perf_counter() - started)
+
+    def _loop(self) -> None:
         for step in range(1, self.limits.max_steps + 1):
             self.step = step
             trigger = self._beast_trigger(step)
             if trigger:
                 self._beast_mode(trigger)
-                break
+                return
             try:
                 self._take_step(self.queue.next(step))
             except (NoRoomForCall, BudgetExceededError):
                 self._beast_mode("token budget")
-                break
+                return
             if self.final_answer is not None:
-                break
-        return self._result(time.perf_counter() - started)
+                return
 
     def _beast_trigger(self, step: int) -> str | None:
         if len(self.memory.bad_attempts) >= self.limits.max_bad_attempts:
@@ -695,7 +704,7 @@ class DeepSearchAgent:
                     "finish": self.finish, "beast_mode": self.beast_reason, "steps": self.step,
                     "bad_attempts": len(self.memory.bad_attempts)}
         return Result(self.question, "deepsearch", answer, number_sources(hits, answer), self.trace,
-                      self.llm.ledger, seconds, None, settings)
+                      self.llm.ledger, seconds, self.error, settings)
 
     # small helpers ------------------------------------------------------------------------------
     def _diary(self, text: str) -> None:

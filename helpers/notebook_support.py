@@ -441,7 +441,7 @@ def execute_notebook(path: str | Path, out_dir: str | Path | None = DEFAULT_OUT,
 
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name or venv_kernel_name(),
+    client = NotebookClient(nb, timeout=timeout, startup_timeout=180, kernel_name=kernel_name or venv_kernel_name(),
                             resources={"metadata": {"path": str(path.parent)}})
     started = time.perf_counter()
     error = None
@@ -449,6 +449,8 @@ def execute_notebook(path: str | Path, out_dir: str | Path | None = DEFAULT_OUT,
         client.execute(env=env if env is not None else kernel_env())
     except (CellExecutionError, CellTimeoutError, DeadKernelError) as exc:
         error = f"{type(exc).__name__}: {str(exc)[-3000:]}"
+    except Exception:  # the kernel did not start, the connection broke, ...: report it like a failed cell
+        error = "the notebook could not be run:\n" + traceback.format_exc()[-3000:]
     run = NotebookRun(path.stem, error is None, time.perf_counter() - started, error)
     if out_dir is not None:
         out = Path(out_dir)

@@ -14,6 +14,7 @@ from helpers.config import load_config
 from helpers.deepsearch_agent import (action_schema, allowed_actions, cite_sources, drop_repeated_sentences,
                                       has_substance, interleave, run_deepsearch, schema_actions)
 from helpers.embeddings import get_embedder
+from helpers.errors import BackendUnreachableError
 from helpers.evaluators import evaluate_answer, plan_checks
 from helpers.llm import LLM, Completion
 from helpers.query_dedup import QueryDeduper
@@ -283,6 +284,7 @@ def test_checks_are_planned_per_question_run_one_by_one_and_stop_at_the_first_fa
     assert skipped.passed and not any(result.ran for result in skipped.results)
     assert plan_checks(lambda *call: None, "q") == ["definitive", "strict"]  # no usable plan
 
+
 def test_beast_mode_after_too_many_bad_attempts(embedder):
     script = {"action": [search("simpsons ratings"), answer("The ratings changed [1].", [1]),
                          search("viewer numbers"), answer("They changed a lot [2].", [2])],
@@ -352,6 +354,22 @@ def test_failed_beast_mode_falls_back_to_an_answer_from_memory(embedder):
     assert result.steps("fallback") and result.settings["finish"].startswith("fallback")
     assert "13.4 million households" in result.answer and result.sources[0].cited
     assert not result.failed
+
+
+def test_a_backend_failure_is_reported_and_still_answered_from_memory(embedder):
+    class DyingBackend(ScriptedBackend):
+        def complete(self, messages, *, schema, temperature, max_tokens, step):
+            if step == "action" and self.steps("action"):
+                raise BackendUnreachableError("the model server went away")
+            return super().complete(messages, schema=schema, temperature=temperature, max_tokens=max_tokens,
+                                    step=step)
+
+    config = load_config(overrides={"llm.max_tokens": 64, "search.top_k": 3})
+    backend = DyingBackend({"action": [search("simpsons ratings")],
+                            "rewrite": [json.dumps({"queries": ["simpsons ratings households"]})]})
+    result = run_deepsearch(QUESTION, config, llm=LLM(backend), store=FakeStore(), embedder=embedder)
+    assert result.error.startswith("BackendUnreachableError") and result.failed
+    assert result.steps("fallback") and result.cited_sources
 
 
 def test_web_search_offline_is_noted_and_the_run_goes_on(embedder):
