@@ -17,7 +17,7 @@ test: setup
 	$(PY) -m pytest -q
 
 lab: setup
-	$(PY) -m jupyter lab notebooks
+	$(PY) -m jupyter lab notebooks $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 notebooks: setup
 	$(PY) -m helpers notebooks --out outputs/notebooks
