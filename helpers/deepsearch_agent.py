@@ -588,7 +588,7 @@ class DeepSearchAgent:
                 notes.append(f"{parent.source}: read the first {len(kept)} of {len(chunks)} chunks "
                              f"({self.document_chars} characters)")
                 break
-            kept.append(replace(chunk, score=parent.score))  # a chunk inherits the score of the hit that led here
+            kept.append(replace(chunk, score=parent.score, similarity=parent.similarity))  # a chunk inherits the score of the hit that led here
             used += len(chunk.text)
         numbers, _ = self.memory.add_evidence(kept)
         lines = [f"[{n}] {self._labelled(chunk)}" for n, chunk in zip(numbers, kept)]
@@ -678,7 +678,7 @@ class DeepSearchAgent:
         lines = [f"- {item.question} {one_line(item.answer, 300)}"
                  for item in self.memory.knowledge if item.type == "qa"][-3:]
         ranked = sorted(range(1, len(self.memory.evidence) + 1),
-                        key=lambda n: self.memory.passage(n).score, reverse=True)[:3]
+                        key=lambda n: self.memory.passage(n).similarity, reverse=True)[:3]
         lines += [f"- {one_line(self.memory.passage(n).text, 240)} [{n}]" for n in ranked]
         if lines:
             answer = ("No checked answer could be written. The most relevant findings were:\n" + "\n".join(lines))

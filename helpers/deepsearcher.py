@@ -23,7 +23,6 @@ from .prompts import fence, render
 from .reports import answer_schema, render_answer, render_report, report_schema
 from .retrieval import fit_chunks, merge_hits, numbered_chunks, search_collections
 from .trace import Result, TraceStep, hit_summary, number_sources, traced
-from .usage import UsageLedger
 from .vectorstore import Hit, VectorStore, open_store
 
 NOTHING_FOUND = ("The knowledge base holds nothing relevant to this question, so no report was written "
@@ -126,10 +125,10 @@ def route(llm: LLM, subquery: str, collections: dict[str, str], iteration: int =
 
 # -- retrieve -------------------------------------------------------------------
 def retrieve(store: VectorStore, embedder: Embedder, routes: list[tuple[str, str]], k: int = 5,
-             mode: str = "dense", iteration: int = 0, ledger=None) -> tuple[list[Hit], TraceStep]:
+             mode: str = "dense", iteration: int = 0) -> tuple[list[Hit], TraceStep]:
     """Top-k chunks per (collection, query) pair, merged without duplicates."""
     trace: list[TraceStep] = []
-    with traced(trace, ledger or UsageLedger(), "retrieve", iteration,
+    with traced(trace, None, "retrieve", iteration,
                 routes=[{"collection": c, "query": q} for c, q in routes], k=k, mode=mode) as entry:
         groups = []
         for collection, query in routes:
@@ -148,6 +147,8 @@ def filter_relevant(llm: LLM, question: str, hits: list[Hit], method: str = "bat
                     preview_chars: int = 400) -> tuple[list[Hit], TraceStep]:
     """Keep the chunks that help answer ``question``.
 
+    ``threshold`` is on the cosine ``similarity`` scale (dense and hybrid hits both carry it).
+
     * ``batch``: drop chunks scoring under ``threshold``, then ONE call judges the rest
       (the model returns the numbers of the helpful ones).
     * ``per_chunk``: one call per chunk (what DeepSearcher does; slow, for comparison).
@@ -157,7 +158,7 @@ def filter_relevant(llm: LLM, question: str, hits: list[Hit], method: str = "bat
     trace: list[TraceStep] = []
     with traced(trace, llm.ledger, "relevance", iteration, method=method, question=question,
                 candidates=len(hits)) as entry:
-        candidates = hits if method in ("none", "per_chunk") else [h for h in hits if h.score >= threshold]
+        candidates = hits if method in ("none", "per_chunk") else [h for h in hits if h.similarity >= threshold]
         below = [h for h in hits if h not in candidates]
         if below:
             entry.notes.append(f"{len(below)} chunk(s) under the score threshold {threshold}")
@@ -333,7 +334,7 @@ def _search_loop(llm: LLM, question: str, config: Config, store: VectorStore, em
                 routes, step = route(llm, subquery, described, iteration)
                 trace.append(step)
                 hits, step = retrieve(store, embedder, routes, config.search.top_k, config.search.mode,
-                                      iteration, llm.ledger)
+                                      iteration)
                 trace.append(step)
                 seen = {h.id for h in kept}
                 unjudged = merge_hits(unjudged, [h for h in hits if h.id not in seen])
@@ -351,7 +352,7 @@ def _search_loop(llm: LLM, question: str, config: Config, store: VectorStore, em
                 break
     except BudgetExceededError as exc:  # a step's retries ran into the budget: go on to the report
         trace.append(TraceStep("budget", notes=[f"{exc}; stopping the search"]))
-    leftover = [h for h in unjudged if h.score >= p.relevance_threshold]
+    leftover = [h for h in unjudged if h.similarity >= p.relevance_threshold]
     if leftover:
         trace.append(TraceStep("budget", notes=[f"kept {len(leftover)} unjudged chunk(s) scoring at least "
                                                 f"{p.relevance_threshold} (no budget left to judge them)"],

@@ -9,9 +9,28 @@ with large models).
 """
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel, Field, create_model
+
+# Plain sentences only: with a grammar backend the model cannot open JSON inside a text
+# field (small models sometimes spill the rest of the structure into it).  The pattern is
+# a decoding hint, not a validation rule: servers that ignore it are cleaned up at render.
+PLAIN_TEXT = {"pattern": r'^[^{}\[\]"\\]+$'}
+_DEBRIS = re.compile(r"[{}]|\[\s*\{|'\s*:\s*\[|\"\s*:")
+
+
+def _plain(description: str) -> dict:
+    return {"description": description, "json_schema_extra": PLAIN_TEXT}
+
+
+def clean_text(text: str) -> str:
+    """A text field without JSON debris: cut at the first brace or key-like fragment."""
+    match = _DEBRIS.search(text)
+    if match:
+        text = text[: match.start()]
+    return " ".join(text.split()).strip(" ,;:'\"[")
 
 
 def _source_numbers(count: int):
@@ -20,15 +39,17 @@ def _source_numbers(count: int):
 
 def report_schema(source_count: int) -> type[BaseModel]:
     """overview + sections of points, each point citing 1+ of the ``source_count`` sources."""
-    point = create_model("Point", text=(str, ...),
+    point = create_model("Point", text=(str, Field(..., **_plain("one or two sentences"))),
                          sources=(list[_source_numbers(source_count)], Field(..., min_length=1)))
-    section = create_model("Section", heading=(str, ...), points=(list[point], Field(..., min_length=1)))
-    return create_model("Report", overview=(str, ...), sections=(list[section], Field(..., min_length=1)))
+    section = create_model("Section", heading=(str, Field(..., **_plain("a short heading"))),
+                           points=(list[point], Field(..., min_length=1)))
+    return create_model("Report", overview=(str, Field(..., **_plain("one paragraph"))),
+                        sections=(list[section], Field(..., min_length=1)))
 
 
 def answer_schema(source_count: int) -> type[BaseModel]:
     """A short answer and the sources it rests on (none when the sources do not answer)."""
-    return create_model("CitedAnswer", answer=(str, ...),
+    return create_model("CitedAnswer", answer=(str, Field(..., **_plain("the answer in a few sentences"))),
                         sources=(list[_source_numbers(source_count)], Field(default_factory=list)))
 
 
@@ -37,14 +58,19 @@ def _cite(numbers: list[int]) -> str:
 
 
 def render_report(report: BaseModel) -> str:
-    lines = [report.overview.strip(), ""]
+    """Markdown: the overview, then each section's points with their [n] citations.
+    Points that are empty or only repeat their heading are left out, and so are sections left empty."""
+    lines = [clean_text(report.overview), ""]
     for section in report.sections:
-        lines.append(f"## {section.heading.strip()}")
-        lines.append("")
-        lines.append(" ".join(f"{p.text.strip()} {_cite(p.sources)}" for p in section.points))
-        lines.append("")
+        heading = clean_text(section.heading)
+        points = [(clean_text(p.text), p.sources) for p in section.points]
+        points = [(text, sources) for text, sources in points
+                  if text and text.lower().rstrip(".") != heading.lower().rstrip(".")]
+        if points:
+            lines += [f"## {heading or 'Findings'}", "",
+                      " ".join(f"{text} {_cite(sources)}" for text, sources in points), ""]
     return "\n".join(lines).strip()
 
 
 def render_answer(answer: BaseModel) -> str:
-    return f"{answer.answer.strip()} {_cite(answer.sources)}".strip()
+    return f"{clean_text(answer.answer)} {_cite(answer.sources)}".strip()

@@ -9,19 +9,27 @@ from .vectorstore import Hit, VectorStore
 
 
 def merge_hits(*groups: list[Hit]) -> list[Hit]:
-    """All hits, each chunk once (the best score wins), best first."""
+    """All hits, each chunk once, most similar to its query first.
+
+    Hits are compared by cosine ``similarity``, which means the same in every collection
+    and search mode (hybrid fusion scores only rank chunks inside one collection)."""
     best: dict[str, Hit] = {}
     for hits in groups:
         for hit in hits:
-            if hit.id not in best or hit.score > best[hit.id].score:
+            if hit.id not in best or hit.similarity > best[hit.id].similarity:
                 best[hit.id] = hit
-    return sorted(best.values(), key=lambda h: h.score, reverse=True)
+    return sorted(best.values(), key=lambda h: h.similarity, reverse=True)
 
 
 def search_collections(store: VectorStore, embedder: Embedder, query: str, collections: list[str],
                        k: int = 5, mode: str = "dense", ranker: str = "rrf") -> list[Hit]:
-    """Top-k per collection for one query, merged (empty collections give nothing)."""
-    groups = [store.search(name, query, embedder, k=k, mode=mode, ranker=ranker) for name in collections]
+    """Top-k per collection for one query, merged (empty collections give nothing).
+    The query is embedded once for all collections."""
+    if not collections:
+        return []
+    vector = embedder.embed([query])[0].tolist()
+    groups = [store.search(name, query, embedder, k=k, mode=mode, ranker=ranker, vector=vector)
+              for name in collections]
     return merge_hits(*groups)
 
 

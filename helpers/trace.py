@@ -116,18 +116,20 @@ class Result:
 
 
 @contextmanager
-def traced(trace: list[TraceStep], ledger: UsageLedger, step: str, iteration: int = 0,
+def traced(trace: list[TraceStep], ledger: UsageLedger | None, step: str, iteration: int = 0,
            **inputs: Any) -> Iterator[TraceStep]:
-    """Record one step: the calls, tokens and seconds it used are taken from the ledger."""
+    """Record one step: the calls, tokens and seconds it used are taken from the ledger
+    (``None`` for a step that makes no model call)."""
     entry = TraceStep(step, iteration, inputs)
-    calls, prompt, completion = ledger.calls, ledger.prompt_tokens, ledger.completion_tokens
+    before = (ledger.calls, ledger.prompt_tokens, ledger.completion_tokens) if ledger is not None else (0, 0, 0)
     started = time.perf_counter()
     try:
         yield entry
     finally:
-        entry.calls = ledger.calls - calls
-        entry.prompt_tokens = ledger.prompt_tokens - prompt
-        entry.completion_tokens = ledger.completion_tokens - completion
+        if ledger is not None:
+            entry.calls = ledger.calls - before[0]
+            entry.prompt_tokens = ledger.prompt_tokens - before[1]
+            entry.completion_tokens = ledger.completion_tokens - before[2]
         entry.seconds = round(time.perf_counter() - started, 3)
         trace.append(entry)
 
@@ -135,7 +137,7 @@ def traced(trace: list[TraceStep], ledger: UsageLedger, step: str, iteration: in
 def hit_summary(hit: Hit) -> dict:
     """A hit as it appears in a trace: ids, where it came from, score, and the first words."""
     return {"id": hit.id, "collection": hit.collection, "source": hit.source, "section": hit.section,
-            "score": round(hit.score, 4), "text": hit.text[:200]}
+            "score": round(hit.score, 4), "similarity": round(hit.similarity, 4), "text": hit.text[:200]}
 
 
 _CITATION = re.compile(r"\[(\d{1,3})\]")

@@ -17,6 +17,8 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
+
 from .config import Config
 from .embeddings import Embedder
 from .errors import DatabaseLockedError, EmbeddingMismatchError, VectorStoreError
@@ -40,6 +42,11 @@ class Hit:
     title: str
     section: str
     chunk_index: int
+    similarity: float | None = None  # cosine similarity to the query; thresholds and merging use it
+
+    def __post_init__(self) -> None:
+        if self.similarity is None:  # dense search: the score is the cosine similarity
+            self.similarity = self.score
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -82,6 +89,7 @@ class VectorStore:
             Path(uri).parent.mkdir(parents=True, exist_ok=True)
         self.uri = uri
         self._loaded: set[str] = set()
+        self._meta_cache: dict[str, dict] = {}
         try:
             self.client = MilvusClient(uri=uri, token=token)
         except Exception as exc:  # pymilvus wraps the cause in several exception types
@@ -117,15 +125,21 @@ class VectorStore:
             self.client.load_collection(name)
             self._loaded.add(name)
 
+    def _meta(self, name: str) -> dict:
+        """The collection's recorded description, embedding model and dimension (read once, then cached)."""
+        if name not in self._meta_cache:
+            if not self.has_collection(name):
+                raise VectorStoreError(f"collection '{name}' does not exist; known: "
+                                       f"{', '.join(self.list_collections()) or 'none'}. Ingest it first.")
+            properties = self.client.describe_collection(name).get("properties", {})
+            try:
+                self._meta_cache[name] = json.loads(properties.get(META_PROPERTY) or "{}")
+            except json.JSONDecodeError:
+                self._meta_cache[name] = {}
+        return self._meta_cache[name]
+
     def info(self, name: str) -> CollectionInfo:
-        if not self.has_collection(name):
-            raise VectorStoreError(f"collection '{name}' does not exist; known: "
-                                   f"{', '.join(self.list_collections()) or 'none'}. Ingest it first.")
-        properties = self.client.describe_collection(name).get("properties", {})
-        try:
-            meta = json.loads(properties.get(META_PROPERTY) or "{}")
-        except json.JSONDecodeError:
-            meta = {}
+        meta = self._meta(name)
         self._ensure_loaded(name)
         count = self.client.query(name, filter="", output_fields=["count(*)"])[0]["count(*)"]
         return CollectionInfo(name, meta.get("description", ""), meta.get("embedding_model", "unknown"),
@@ -154,20 +168,23 @@ class VectorStore:
         meta = {"description": description, "embedding_model": embedder.name, "dimension": embedder.dimension}
         self.client.create_collection(name, schema=schema, index_params=index,
                                       properties={META_PROPERTY: json.dumps(meta)})
+        self._meta_cache[name] = meta
 
     def drop_collection(self, name: str) -> None:
         if self.has_collection(name):
             self.client.drop_collection(name)
-            self._loaded.discard(name)
+        self._loaded.discard(name)
+        self._meta_cache.pop(name, None)
 
     def check_embedder(self, name: str, embedder: Embedder) -> None:
         """Refuse to mix embedding models in one collection."""
-        info = self.info(name)
-        if (info.embedding_model, info.dimension) != (embedder.name, embedder.dimension):
+        meta = self._meta(name)
+        model, dimension = meta.get("embedding_model", "unknown"), int(meta.get("dimension", 0))
+        if (model, dimension) != (embedder.name, embedder.dimension):
             raise EmbeddingMismatchError(
-                f"collection '{name}' was built with embedding model '{info.embedding_model}' "
-                f"({info.dimension} dimensions) but the configured model is '{embedder.name}' "
-                f"({embedder.dimension} dimensions). Set embedding.model back to '{info.embedding_model}', "
+                f"collection '{name}' was built with embedding model '{model}' "
+                f"({dimension} dimensions) but the configured model is '{embedder.name}' "
+                f"({embedder.dimension} dimensions). Set embedding.model back to '{model}', "
                 f"or rebuild the collection: `python -m helpers ingest ... --collection {name} --force`.")
 
     # rows ------------------------------------------------------------------
@@ -197,30 +214,43 @@ class VectorStore:
 
     # search ----------------------------------------------------------------
     @staticmethod
-    def _hit(collection: str, row: dict, score: float) -> Hit:
+    def _hit(collection: str, row: dict, score: float, similarity: float | None = None) -> Hit:
         entity = row.get("entity", row)
         return Hit(str(row.get("id", entity.get("id"))), entity["text"], float(score), collection,
-                   entity["source"], entity["title"], entity["section"], int(entity["chunk_index"]))
+                   entity["source"], entity["title"], entity["section"], int(entity["chunk_index"]), similarity)
 
-    def search(self, name: str, query: str, embedder: Embedder, k: int = 5,
-               mode: str = "dense", ranker: str = "rrf", weights: tuple[float, float] = (0.7, 0.3)) -> list[Hit]:
-        """Top-k chunks for ``query``: dense (cosine) or hybrid (dense + BM25, fused)."""
+    def search(self, name: str, query: str, embedder: Embedder, k: int = 5, mode: str = "dense",
+               ranker: str = "rrf", weights: tuple[float, float] = (0.7, 0.3),
+               vector: list[float] | None = None) -> list[Hit]:
+        """Top-k chunks for ``query``: dense (cosine) or hybrid (dense + BM25, fused).
+
+        ``vector`` is the query's embedding when the caller already has it.  Hybrid hits
+        keep the fused score as ``score`` and carry their cosine ``similarity`` too, so
+        thresholds and merging across collections stay on one scale."""
         from pymilvus import AnnSearchRequest, RRFRanker, WeightedRanker
 
         self.check_embedder(name, embedder)
         self._ensure_loaded(name)
-        vector = embedder.embed([query])[0].tolist()
+        if vector is None:
+            vector = embedder.embed([query])[0].tolist()
         if mode == "dense":
             results = self.client.search(name, data=[vector], anns_field="vector", limit=k,
                                          output_fields=OUTPUT_FIELDS, search_params={"metric_type": "COSINE"})
-        else:
-            requests = [
-                AnnSearchRequest(data=[vector], anns_field="vector", param={"metric_type": "COSINE"}, limit=k * 2),
-                AnnSearchRequest(data=[query], anns_field="sparse", param={"metric_type": "BM25"}, limit=k * 2),
-            ]
-            fusion = RRFRanker(60) if ranker == "rrf" else WeightedRanker(*weights)
-            results = self.client.hybrid_search(name, requests, fusion, limit=k, output_fields=OUTPUT_FIELDS)
-        return [self._hit(name, row, row["distance"]) for row in results[0]]
+            return [self._hit(name, row, row["distance"]) for row in results[0]]
+        requests = [
+            AnnSearchRequest(data=[vector], anns_field="vector", param={"metric_type": "COSINE"}, limit=k * 2),
+            AnnSearchRequest(data=[query], anns_field="sparse", param={"metric_type": "BM25"}, limit=k * 2),
+        ]
+        fusion = RRFRanker(60) if ranker == "rrf" else WeightedRanker(*weights)
+        results = self.client.hybrid_search(name, requests, fusion, limit=k, output_fields=[*OUTPUT_FIELDS, "vector"])
+        query_unit = _unit(vector)
+        return [self._hit(name, row, row["distance"], float(query_unit @ _unit(row["entity"]["vector"])))
+                for row in results[0]]
+
+
+def _unit(vector) -> np.ndarray:
+    array = np.asarray(vector, dtype=np.float32)
+    return array / (np.linalg.norm(array) or 1.0)
 
 
 _STORES: dict[str, VectorStore] = {}

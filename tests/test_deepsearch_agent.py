@@ -87,7 +87,7 @@ class FakeStore:
     def info(self, name):
         return SimpleNamespace(description=f"Documents about {name.split('_')[1]}: ratings, history.", count=2)
 
-    def search(self, name, query, embedder, k=5, mode="dense", ranker="rrf"):
+    def search(self, name, query, embedder, k=5, mode="dense", ranker="rrf", vector=None):
         words = set(query.lower().split())
         found = []
         for (collection, _), chunks in DOCS.items():

@@ -16,6 +16,7 @@ from helpers.config import PROJECT_ROOT, load_config
 from helpers.embeddings import Embedder, get_embedder
 from helpers.errors import EmbeddingMismatchError
 from helpers.ingest import ingest, ingest_manifest
+from helpers.retrieval import search_collections
 from helpers.vectorstore import VectorStore, open_store
 
 DATA = PROJECT_ROOT / "data"
@@ -53,6 +54,24 @@ def test_hybrid_search_returns_fused_hits(kb):
     hits = store.search("simpsons_reception", "D'oh Oxford English Dictionary", get_embedder(config.embedding),
                         k=4, mode="hybrid")
     assert len(hits) == 4 and any("Oxford" in h.text for h in hits)
+
+
+def test_hybrid_hits_carry_cosine_similarity_for_thresholds_and_merging(kb):
+    """Fusion scores rank chunks inside one collection only; the cosine similarity that
+    hybrid hits also carry is what thresholds and cross-collection merging use."""
+    config, store, _ = kb
+    embedder = get_embedder(config.embedding)
+    query = "Who voices Homer Simpson?"
+    dense = {h.id: h.score for h in store.search("simpsons_characters", query, embedder, k=10, mode="dense")}
+    hybrid = store.search("simpsons_characters", query, embedder, k=4, mode="hybrid")
+    assert all(h.score < 0.05 for h in hybrid)  # reciprocal-rank fusion scores
+    for hit in hybrid:
+        if hit.id in dense:
+            assert hit.similarity == pytest.approx(dense[hit.id], abs=1e-3)
+    merged = search_collections(store, embedder, query, ["simpsons_characters", "volcanoes"], k=3, mode="hybrid")
+    assert merged[0].collection == "simpsons_characters"
+    assert [h.similarity for h in merged] == sorted((h.similarity for h in merged), reverse=True)
+    assert merged[-1].collection == "volcanoes"
 
 
 def test_reingest_adds_nothing(kb):
