@@ -69,6 +69,7 @@ class PipelineConfig(BaseModel):
     relevance_threshold: float = 0.35
     synthesis_chunks: int = 12
     synthesis_style: Literal["structured", "prose"] = "structured"
+    report_max_tokens: int = 1024  # reply limit for the final report (longer than other replies)
 
 
 class AgentConfig(BaseModel):
@@ -122,6 +123,7 @@ FAST_OVERRIDES = {
     "pipeline.max_iter": 1,
     "pipeline.max_calls": 8,
     "pipeline.synthesis_chunks": 6,
+    "pipeline.report_max_tokens": 768,
     "agent.token_budget": 8000,
     "agent.max_steps": 5,
 }

@@ -57,13 +57,23 @@ def _clean_queries(queries: list[str], limit: int, exclude: list[str] = ()) -> l
 
 
 # -- decompose ------------------------------------------------------------------
-def decompose(llm: LLM, question: str, max_subqueries: int = 4,
-              template: str | None = None) -> tuple[list[str], TraceStep]:
-    """Split the question into at most ``max_subqueries`` search queries."""
+def collection_topics(collections: dict[str, str] | None) -> str:
+    """One line per collection: its description up to the first colon (what it is about)."""
+    lines = [f"- {text.split(':')[0].strip()}" for text in (collections or {}).values() if text.strip()]
+    return "\n".join(lines) or "- (not listed)"
+
+
+def decompose(llm: LLM, question: str, max_subqueries: int = 4, template: str | None = None,
+              collections: dict[str, str] | None = None) -> tuple[list[str], TraceStep]:
+    """Split the question into at most ``max_subqueries`` search queries.
+
+    With ``collections`` (name -> description) the prompt lists what the knowledge base
+    is about, so that a broad question is split along the topics it can answer."""
     trace: list[TraceStep] = []
     with traced(trace, llm.ledger, "decompose", question=question) as entry:
         entry.messages = [{"role": "user", "content": render("decompose", template, question=question,
-                                                             max_subqueries=max_subqueries)}]
+                                                             max_subqueries=max_subqueries,
+                                                             topics=collection_topics(collections))}]
         try:
             reply = llm.structured(entry.messages, SubQueries, step="decompose")
             entry.raw = reply.raw
@@ -297,7 +307,8 @@ def run_deepsearcher(question: str, config: Config, *, llm: LLM | None = None, s
     answer = ""
     if result.error is None:
         try:
-            answer, used, step = synthesize(llm, question, kept, p.synthesis_chunks, style=p.synthesis_style)
+            answer, used, step = synthesize(llm, question, kept, p.synthesis_chunks, style=p.synthesis_style,
+                                            reply_tokens=p.report_max_tokens)
             result.trace.append(step)
         except BudgetExceededError as exc:
             result.trace.append(TraceStep("budget", notes=[f"{exc}; listing the passages instead"]))
@@ -323,7 +334,7 @@ def _search_loop(llm: LLM, question: str, config: Config, store: VectorStore, em
     kept: list[Hit] = []
     unjudged: list[Hit] = []
     try:
-        pending, step = decompose(llm, question, p.max_subqueries)
+        pending, step = decompose(llm, question, p.max_subqueries, collections=described)
         trace.append(step)
         asked: list[str] = []
         for iteration in range(1, p.max_iter + 1):

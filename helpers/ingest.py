@@ -2,6 +2,8 @@
 
 * Idempotent: chunk ids are content hashes, rows already present are skipped,
   and rows are inserted batch by batch, so an interrupted ingest resumes.
+* A file that changed replaces its old chunks: once the new ones are in, chunks of
+  that source that are no longer produced are deleted.
 * ``force=True`` drops and rebuilds the collection.
 * One bad file (binary, empty, undecodable, unreadable) is reported and
   skipped; the rest goes in.  The report says what was added and skipped, and why.
@@ -33,11 +35,13 @@ class IngestReport:
     chunks_added: int = 0
     chunks_present: int = 0
     chunks_cut: int = 0
+    chunks_removed: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (source, reason)
 
     def summary(self) -> str:
         lines = [f"{self.collection}: {self.files_read} source(s) read, {self.chunks_total} chunks, "
-                 f"{self.chunks_added} added, {self.chunks_present} already present"]
+                 f"{self.chunks_added} added, {self.chunks_present} already present"
+                 + (f", {self.chunks_removed} outdated removed" if self.chunks_removed else "")]
         if self.chunks_cut:
             lines.append(f"  {self.chunks_cut} chunk(s) longer than the embedding window (cut when embedded)")
         for source, reason in self.skipped:
@@ -72,6 +76,7 @@ def ingest(sources: list[str], collection: str, description: str, config: Config
         store.create_collection(collection, description, embedder)
 
     chunks: list[Chunk] = []
+    ids_by_source: dict[str, set[str]] = {}
     for source in tqdm(files, desc=f"read {collection}", unit="file", disable=not progress, leave=False):
         try:
             docs = load_source(source)
@@ -80,7 +85,9 @@ def ingest(sources: list[str], collection: str, description: str, config: Config
             continue
         report.files_read += 1
         for doc in docs:
-            chunks.extend(_chunks_for(doc, config))
+            doc_chunks = _chunks_for(doc, config)
+            chunks.extend(doc_chunks)
+            ids_by_source.setdefault(doc.source, set()).update(c.id for c in doc_chunks)
     report.chunks_total = len(chunks)
 
     unique = list({c.id: c for c in chunks}.values())
@@ -96,6 +103,8 @@ def ingest(sources: list[str], collection: str, description: str, config: Config
             store.insert(collection, [c.row(v.tolist()) for c, v in zip(batch, vectors)])
             report.chunks_added += len(batch)
             bar.update(len(batch))
+    for source, ids in ids_by_source.items():
+        report.chunks_removed += store.delete_other_chunks(collection, source, ids)
     store.flush(collection)
     return report
 

@@ -200,6 +200,15 @@ class VectorStore:
         if rows:
             self.client.insert(name, rows)
 
+    def delete_other_chunks(self, name: str, source: str, keep_ids: set[str]) -> int:
+        """Delete the chunks of ``source`` whose ids are not in ``keep_ids`` (an edited file's old text)."""
+        self._ensure_loaded(name)
+        rows = self.client.query(name, filter=f"source == {json.dumps(source)}", output_fields=["id"], limit=10000)
+        stale = [row["id"] for row in rows if row["id"] not in keep_ids]
+        if stale:
+            self.client.delete(name, ids=stale)
+        return len(stale)
+
     def flush(self, name: str) -> None:
         """Seal new rows so searches use the index (un-flushed rows are searched brute force)."""
         self.client.flush(name)

@@ -1,4 +1,4 @@
-"""A scripted chat backend for control-flow tests: replies are chosen by step name.
+"""The one scripted chat backend for control-flow tests: replies are chosen by step name.
 
 It stands in for the model only to test what the code does when the model says
 X; the real-model tests are the ones that show the system works.
@@ -24,28 +24,49 @@ class Seq:
 
 
 class StepScriptedBackend:
+    """Replies from ``script[step]``: one reply, a ``Seq``, or a list (used like a ``Seq``).
+
+    Tokens are counted as ``tokens="chars"`` (4 characters each) or ``"words"``; a
+    reply longer than the ``max_tokens`` it is given is cut there with finish reason
+    "length", as a real model's would be.  Every call is recorded in ``calls``.
+    """
+
     name = "scripted"
     model = "script"
 
-    def __init__(self, script: dict[str, Reply | Seq], context_size: int = 8192,
-                 prompt_tokens: int | None = None):
-        self.script = script
+    def __init__(self, script: dict[str, Reply | Seq | list], context_size: int = 8192,
+                 prompt_tokens: int | None = None, tokens: str = "chars", message_overhead: int = 0):
+        self.script = {step: Seq(*reply) if isinstance(reply, list) and reply and isinstance(reply[0], str)
+                       else reply for step, reply in script.items()}
         self.context_size = context_size
         self.fixed_prompt_tokens = prompt_tokens
-        self.calls: list[tuple[str, list[dict]]] = []
+        self.tokens = tokens
+        self.message_overhead = message_overhead
+        self.calls: list[dict] = []
 
     def complete(self, messages, *, schema, temperature, max_tokens, step):
-        self.calls.append((step, messages))
+        self.calls.append({"step": step, "messages": messages, "schema": schema, "max_tokens": max_tokens})
+        if step not in self.script:
+            raise AssertionError(f"the script has no reply for step {step!r}")
         reply = self.script[step]
         reply = reply.next() if isinstance(reply, Seq) else reply
         if callable(reply):
             reply = reply(messages)
         text = reply if isinstance(reply, str) else json.dumps(reply)
-        prompt = self.fixed_prompt_tokens or sum(self.count_tokens(m["content"]) for m in messages)
-        return Completion(text, prompt, min(self.count_tokens(text), max_tokens), 0.001)
+        finish = "stop"
+        if self.count_tokens(text) > max_tokens:
+            text = " ".join(text.split()[:max_tokens]) if self.tokens == "words" else text[: max_tokens * 4]
+            finish = "length"
+        prompt = self.fixed_prompt_tokens or sum(self.count_tokens(m["content"]) + self.message_overhead
+                                                 for m in messages)
+        return Completion(text, prompt, self.count_tokens(text), 0.001, finish)
 
     def count_tokens(self, text: str) -> int:
-        return max(1, len(text) // 4)
+        return len(text.split()) if self.tokens == "words" else max(1, len(text) // 4)
 
     def steps(self) -> list[str]:
-        return [step for step, _ in self.calls]
+        """The step name of every call, in order."""
+        return [call["step"] for call in self.calls]
+
+    def calls_for(self, step: str) -> list[dict]:
+        return [call for call in self.calls if call["step"] == step]

@@ -16,47 +16,15 @@ from helpers.deepsearch_agent import (action_schema, allowed_actions, cite_sourc
 from helpers.embeddings import get_embedder
 from helpers.errors import BackendUnreachableError
 from helpers.evaluators import evaluate_answer, plan_checks
-from helpers.llm import LLM, Completion
+from helpers.llm import LLM
 from helpers.query_dedup import QueryDeduper
 from helpers.vectorstore import Hit
+from scripted import StepScriptedBackend
 
 QUESTION = "How did the ratings of The Simpsons change over time?"
 
 
 # a scripted chat model and a tiny knowledge base ------------------------------------
-
-class ScriptedBackend:
-    """Replies chosen by the call's ``step`` name; the last reply of a step repeats.
-
-    Tokens are words, for prompts and replies alike, and a reply longer than the
-    ``max_tokens`` it is given is cut there, as a real model's would be.
-    """
-
-    name = "scripted"
-    model = "script"
-
-    def __init__(self, script: dict[str, list[str]], context_size: int = 4096):
-        self.script = {step: list(replies) for step, replies in script.items()}
-        self.context_size = context_size
-        self.calls: list[dict] = []
-
-    def complete(self, messages, *, schema, temperature, max_tokens, step):
-        self.calls.append({"step": step, "messages": messages, "schema": schema, "max_tokens": max_tokens})
-        if step not in self.script:
-            raise AssertionError(f"the script has no reply for step {step!r}")
-        replies = self.script[step]
-        reply = replies.pop(0) if len(replies) > 1 else replies[0]
-        words = reply.split()
-        finish = "length" if len(words) > max_tokens else "stop"
-        prompt_tokens = sum(self.count_tokens(m["content"]) + 6 for m in messages)
-        return Completion(" ".join(words[:max_tokens]), prompt_tokens, min(len(words), max_tokens), 0.001, finish)
-
-    def count_tokens(self, text: str) -> int:
-        return len(text.split())
-
-    def steps(self, name: str) -> list[dict]:
-        return [call for call in self.calls if call["step"] == name]
-
 
 def _hit(collection: str, source: str, index: int, text: str) -> Hit:
     return Hit(f"{source}#{index}", text, 0.0, collection, source, source.split("/")[-1], f"part {index}", index)
@@ -131,7 +99,7 @@ def embedder():
 def run_script(embedder, script, budget=6000, context_size=4096, **agent):
     config = load_config(overrides={"llm.max_tokens": 64, "search.top_k": 3, "agent.token_budget": budget,
                                     **{f"agent.{key}": value for key, value in agent.items()}})
-    backend = ScriptedBackend(script, context_size)
+    backend = StepScriptedBackend(script, context_size, tokens="words", message_overhead=6)
     result = run_deepsearch(QUESTION, config, llm=LLM(backend, retries=1), store=FakeStore(), embedder=embedder)
     return result, backend
 
@@ -232,13 +200,13 @@ def test_repeated_search_is_dropped_then_search_is_masked_and_visit_reads_docume
     assert searches[0].parsed["queries"] == ["simpsons ratings", "simpsons season one households"]
     assert searches[1].parsed["queries"] == []  # the second request repeats the first search
     assert searches[1].dropped[0]["similar_to"] == "simpsons ratings"
-    actions = backend.steps("action")
+    actions = backend.calls_for("action")
     assert "search" not in allowed_in(actions[2]["schema"])  # masked after a search that found nothing new
     visit = result.steps("visit")[0]
     first_passage = searches[0].kept[0]  # passage [1], whose document the script asks to visit
     assert {hit["source"] for hit in visit.kept} == {first_passage["source"]}
     assert len(visit.kept) == len(DOCS[(first_passage["collection"], first_passage["source"])])
-    assert "visit" not in allowed_in(backend.steps("beast answer")[0]["schema"])
+    assert "visit" not in allowed_in(backend.calls_for("beast answer")[0]["schema"])
     assert result.settings["beast_mode"] == "steps"
 
 
@@ -252,13 +220,13 @@ def test_rejected_answer_becomes_a_bad_attempt_and_masks_answer_next_step(embedd
               "evaluate plan": [PLAN_STRICT_ONLY], "check strict": [verdict(False), verdict(True)],
               "analyze": [ANALYSIS]}
     result, backend = run_script(embedder, script, max_steps=8, max_bad_attempts=2)
-    actions = backend.steps("action")
+    actions = backend.calls_for("action")
     assert "answer" in allowed_in(actions[1]["schema"])
     assert "answer" not in allowed_in(actions[2]["schema"])  # masked right after the rejection
     assert "answer" in allowed_in(actions[3]["schema"])
     prompt = actions[2]["messages"][-1]["content"]
     assert "<bad-attempts>" in prompt and "search viewer numbers per decade" in prompt
-    assert len(backend.steps("evaluate plan")) == 1  # the plan is made once per question
+    assert len(backend.calls_for("evaluate plan")) == 1  # the plan is made once per question
     assert result.settings["finish"] == "answer passed evaluation" and result.settings["bad_attempts"] == 1
     assert result.answer.startswith("Ratings fell") and [s.cited for s in result.sources] == [True, True]
 
@@ -294,9 +262,9 @@ def test_beast_mode_after_too_many_bad_attempts(embedder):
               "beast answer": [answer(GOOD_ANSWER, [1, 2])]}
     result, backend = run_script(embedder, script, max_steps=10, max_bad_attempts=2)
     assert result.settings["beast_mode"] == "bad attempts" and result.settings["steps"] == 5
-    beast = backend.steps("beast answer")
+    beast = backend.calls_for("beast answer")
     assert len(beast) == 1 and allowed_in(beast[0]["schema"]) == {"answer"}
-    assert len(backend.steps("check strict")) == 2  # beast-mode answers are not evaluated
+    assert len(backend.calls_for("check strict")) == 2  # beast-mode answers are not evaluated
     assert result.cited_sources
 
 
@@ -306,11 +274,11 @@ def test_gap_questions_are_worked_on_then_the_original_returns(embedder):
               "rewrite": [json.dumps({"queries": ["simpsons ratings households viewers"]})],
               "evaluate plan": [PLAN_STRICT_ONLY], "check strict": [verdict(True)]}
     result, backend = run_script(embedder, script, max_steps=8)
-    actions = backend.steps("action")
+    actions = backend.calls_for("action")
     assert "<current-sub-question>" in actions[2]["messages"][-1]["content"]
     assert "<current-sub-question>" not in actions[3]["messages"][-1]["content"]
     assert "13.4 million households" in actions[3]["messages"][-1]["content"]  # the sub-answer is knowledge
-    assert len(backend.steps("check strict")) == 1  # only the original question's answer is evaluated
+    assert len(backend.calls_for("check strict")) == 1  # only the original question's answer is evaluated
     assert result.settings["finish"] == "answer passed evaluation"
 
 
@@ -357,16 +325,17 @@ def test_failed_beast_mode_falls_back_to_an_answer_from_memory(embedder):
 
 
 def test_a_backend_failure_is_reported_and_still_answered_from_memory(embedder):
-    class DyingBackend(ScriptedBackend):
+    class DyingBackend(StepScriptedBackend):
         def complete(self, messages, *, schema, temperature, max_tokens, step):
-            if step == "action" and self.steps("action"):
+            if step == "action" and self.calls_for("action"):
                 raise BackendUnreachableError("the model server went away")
             return super().complete(messages, schema=schema, temperature=temperature, max_tokens=max_tokens,
                                     step=step)
 
     config = load_config(overrides={"llm.max_tokens": 64, "search.top_k": 3})
     backend = DyingBackend({"action": [search("simpsons ratings")],
-                            "rewrite": [json.dumps({"queries": ["simpsons ratings households"]})]})
+                            "rewrite": [json.dumps({"queries": ["simpsons ratings households"]})]},
+                           4096, tokens="words", message_overhead=6)
     result = run_deepsearch(QUESTION, config, llm=LLM(backend), store=FakeStore(), embedder=embedder)
     assert result.error.startswith("BackendUnreachableError") and result.failed
     assert result.steps("fallback") and result.cited_sources
@@ -377,7 +346,7 @@ def test_web_search_offline_is_noted_and_the_run_goes_on(embedder):
     script = {"action": [reply], "rewrite": [json.dumps({"queries": ["simpsons ratings households"]})],
               "beast answer": [answer(GOOD_ANSWER, [1])]}
     result, backend = run_script(embedder, script, max_steps=3, web_search=True)
-    actions = backend.steps("action")
+    actions = backend.calls_for("action")
     assert "web" in fields_of(actions[0]["schema"], "search")
     web_items = [h for h in result.sources if h.collection == "web"]
     noted = any("web search" in note for step in result.steps("search") for note in step.notes)

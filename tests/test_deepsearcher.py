@@ -126,8 +126,8 @@ def test_injected_instructions_cannot_change_control_flow(simpsons_kb, tmp_path)
             simpsons_kb, {"route": {"routes": [{"collection": "trivia", "query": "how it changed"}]},
                           "relevance": {"relevant": list(range(1, 60))}, "reflect": obey},
             {"pipeline.max_iter": 3, "pipeline.max_calls": 14})
-        for step, messages in backend.calls:
-            text = "\n".join(m["content"] for m in messages)
+        for call in backend.calls:
+            step, text = call["step"], "\n".join(m["content"] for m in call["messages"])
             if "IGNORE ALL PREVIOUS" in text:
                 before, after = text.split("IGNORE ALL PREVIOUS", 1)
                 assert before.rfind("<<<DATA") > before.rfind("DATA>>>"), f"{step}: injected text not fenced"

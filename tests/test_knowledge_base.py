@@ -180,3 +180,19 @@ def test_server_mode_uri(tmp_path, kb):
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_an_edited_file_replaces_its_old_chunks(tmp_path, kb):
+    config, _, _ = kb
+    doc = tmp_path / "notes.md"
+    doc.write_text("# Notes\n\n## One\nThe first version says the plant is in sector 7G.\n")
+    store = VectorStore(str(tmp_path / "edit.db"))
+    try:
+        first = ingest([str(doc)], "notes", "notes", config, store=store, progress=False)
+        doc.write_text("# Notes\n\n## One\nThe second version moves Homer to sector 8H.\n")
+        second = ingest([str(doc)], "notes", "notes", config, store=store, progress=False)
+        texts = [row["text"] for row in store.client.query("notes", filter="", output_fields=["text"], limit=100)]
+    finally:
+        store.close()
+    assert first.chunks_added == second.chunks_added == second.chunks_removed == 1
+    assert len(texts) == 1 and "8H" in texts[0]

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import pytest
 from pydantic import BaseModel
+from scripted import Seq, StepScriptedBackend
 
 from helpers.errors import StructuredOutputError
-from helpers.llm import LLM, Completion
+from helpers.llm import LLM
 from helpers.structured import ReplyParseError, parse_reply
 
 
@@ -59,40 +60,21 @@ def test_strings_with_brackets_are_not_cut():
     assert parse_reply(reply, SubQueries).queries == ["what is [x]?", "a } b"]
 
 
-class ScriptedBackend:
-    """Replies from a script, one per call; records what it was sent."""
-
-    name = "scripted"
-    model = "script"
-    context_size = 4096
-
-    def __init__(self, replies):
-        self.replies = list(replies)
-        self.sent = []
-
-    def complete(self, messages, *, schema, temperature, max_tokens, step):
-        self.sent.append(messages)
-        return Completion(self.replies.pop(0), prompt_tokens=10, completion_tokens=5, seconds=0.01)
-
-    def count_tokens(self, text):
-        return len(text.split())
-
-
 def test_retry_feeds_the_error_back_and_succeeds():
-    backend = ScriptedBackend(["nonsense", '{"queries": ["ok"]}'])
+    backend = StepScriptedBackend({"decompose": Seq("nonsense", '{"queries": ["ok"]}')})
     llm = LLM(backend, retries=2)
     reply = llm.structured([{"role": "user", "content": "split it"}], SubQueries, step="decompose")
     assert reply.value.queries == ["ok"] and reply.attempts == 2
-    retry_prompt = backend.sent[1][-1]["content"]
+    retry_prompt = backend.calls[1]["messages"][-1]["content"]
     assert "could not be used" in retry_prompt and "queries" in retry_prompt
     assert llm.ledger.calls == 2
 
 
 def test_retries_are_bounded_then_typed_error_names_the_step():
-    backend = ScriptedBackend(["nope"] * 10)
+    backend = StepScriptedBackend({"route": "nope"})
     llm = LLM(backend, retries=2)
     with pytest.raises(StructuredOutputError) as info:
         llm.structured([{"role": "user", "content": "x"}], SubQueries, step="route")
     assert info.value.step == "route"
     assert info.value.raw_replies == ["nope"] * 3
-    assert len(backend.replies) == 7  # exactly 1 + 2 retries were used
+    assert len(backend.calls) == 3  # exactly 1 + 2 retries were used
