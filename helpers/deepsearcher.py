@@ -20,6 +20,7 @@ from .embeddings import Embedder, get_embedder
 from .errors import BudgetExceededError, DeepSearchLabError, StructuredOutputError
 from .llm import LLM, Budget, make_llm
 from .prompts import fence, render
+from .query_dedup import QueryDeduper
 from .reports import answer_schema, render_answer, render_report, report_schema
 from .retrieval import fit_chunks, merge_hits, numbered_chunks, search_collections
 from .trace import Result, TraceStep, hit_summary, number_sources, traced
@@ -205,8 +206,12 @@ def filter_relevant(llm: LLM, question: str, hits: list[Hit], method: str = "bat
 
 # -- reflect --------------------------------------------------------------------
 def reflect(llm: LLM, question: str, subqueries: list[str], kept: list[Hit], iteration: int = 0,
-            max_gaps: int = 3, template: str | None = None) -> tuple[list[str], TraceStep]:
-    """Return up to ``max_gaps`` new queries for what is still missing, or [] when covered."""
+            max_gaps: int = 3, template: str | None = None,
+            deduper: QueryDeduper | None = None) -> tuple[list[str], TraceStep]:
+    """Return up to ``max_gaps`` new queries for what is still missing, or [] when covered.
+
+    Exact repeats of earlier searches are always dropped; with a ``deduper`` (which
+    remembers the searches made) near-duplicates are dropped too, and the trace says which."""
     trace: list[TraceStep] = []
     with traced(trace, llm.ledger, "reflect", iteration, subqueries=subqueries, kept=len(kept)) as entry:
         findings = "\n".join(f"- {h.title} / {h.section or '-'}: {' '.join(h.text.split()[:18])}"
@@ -218,6 +223,10 @@ def reflect(llm: LLM, question: str, subqueries: list[str], kept: list[Hit], ite
             reply = llm.structured(entry.messages, Gaps, step="reflect")
             entry.raw = reply.raw
             gaps = _clean_queries(reply.value.gaps, max_gaps, exclude=[question, *subqueries])
+            if deduper is not None and gaps:
+                checked = deduper.filter(gaps)
+                gaps = checked.kept
+                entry.dropped = checked.dropped
         except StructuredOutputError as exc:
             entry.raw = exc.raw_replies[-1] if exc.raw_replies else ""
             gaps = []
@@ -336,6 +345,8 @@ def _search_loop(llm: LLM, question: str, config: Config, store: VectorStore, em
     try:
         pending, step = decompose(llm, question, p.max_subqueries, collections=described)
         trace.append(step)
+        deduper = QueryDeduper(embedder, config.agent.dedup_threshold)
+        deduper.remember([question, *pending])
         asked: list[str] = []
         for iteration in range(1, p.max_iter + 1):
             for subquery in pending:
@@ -357,7 +368,7 @@ def _search_loop(llm: LLM, question: str, config: Config, store: VectorStore, em
                 kept, unjudged = merge_hits(kept, relevant), []
             if iteration == p.max_iter or _budget_low(llm, 3, reserve_prompt):
                 break
-            pending, step = reflect(llm, question, asked, kept, iteration)
+            pending, step = reflect(llm, question, asked, kept, iteration, deduper=deduper)
             trace.append(step)
             if not pending:
                 break

@@ -54,8 +54,20 @@ def test_stops_at_max_iter(simpsons_kb):
     assert [t.inputs["subquery"] for t in result.steps("route") if t.iteration == 2] == ["gap one"]
 
 
+def test_reflection_drops_near_duplicates_of_earlier_searches(simpsons_kb):
+    gaps = Seq({"gaps": ["Animation changes!", "Emmy awards won by the show"]}, {"gaps": []})
+    result, _ = scripted_run(simpsons_kb, {"reflect": gaps}, {"pipeline.max_iter": 3})
+    first = result.steps("reflect")[0]
+    assert first.parsed == ["Emmy awards won by the show"]
+    assert first.dropped[0]["similar_to"] == "animation changes"
+    assert [t.inputs["subquery"] for t in result.steps("route") if t.iteration == 2] == ["Emmy awards won by the show"]
+
+
 def test_stops_on_call_budget_and_still_reports(simpsons_kb):
-    always_gaps = lambda messages: {"gaps": [f"another angle {len(messages[0]['content'])}"]}  # noqa: E731
+    topics = iter(["ratings in the nineties", "Treehouse of Horror episodes", "Disney buys Fox", "voice actor pay",
+                   "widescreen high definition", "Emmy awards", "the Apu controversy", "the 2007 movie",
+                   "Bartmania T-shirts", "the floating timeline", "Oxford dictionary entry", "Brazil dispute"])
+    always_gaps = lambda messages: {"gaps": [next(topics)]}  # noqa: E731
     result, backend = scripted_run(simpsons_kb, {"reflect": always_gaps},
                                    {"pipeline.max_iter": 10, "pipeline.max_calls": 9})
     assert result.usage.calls <= 9
