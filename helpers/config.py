@@ -31,6 +31,7 @@ class LLMConfig(BaseModel):
     max_tokens: int = 768
     threads: int = 0  # 0: every core this process may use
     seed: int = 7
+    repeat_penalty: float = 1.1  # >1 discourages the loops small models fall into (llama.cpp and Ollama)
     base_url: str | None = None  # Ollama host or OpenAI-compatible base URL
     api_key: str | None = None
     structured_mode: Literal["auto", "json_schema", "json_object", "prompt"] = "auto"

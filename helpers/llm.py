@@ -68,7 +68,8 @@ class LlamaCppBackend:
 
     name = "llamacpp"
 
-    def __init__(self, model: str, context_size: int, threads: int = 0, seed: int = 7):
+    def __init__(self, model: str, context_size: int, threads: int = 0, seed: int = 7,
+                 repeat_penalty: float = 1.1):
         try:
             from llama_cpp import Llama
         except ImportError as exc:
@@ -81,6 +82,7 @@ class LlamaCppBackend:
         self.model = model
         self.model_path = path
         self.context_size = context_size
+        self.repeat_penalty = repeat_penalty
         self.threads = threads or available_cores()
         self.llama = Llama(model_path=str(path), n_ctx=context_size, n_threads=self.threads,
                            n_threads_batch=self.threads, seed=seed, verbose=False)
@@ -93,7 +95,8 @@ class LlamaCppBackend:
         started = time.perf_counter()
         try:
             out = self.llama.create_chat_completion(messages=messages, temperature=temperature,
-                                                    max_tokens=max_tokens, **extra)
+                                                    max_tokens=max_tokens, repeat_penalty=self.repeat_penalty,
+                                                    **extra)
         except ValueError as exc:
             if "exceed context window" in str(exc):
                 raise ContextOverflowError(f"step '{step}': {exc}. Shorten the prompt or raise "
@@ -115,11 +118,12 @@ class OllamaBackend:
     name = "ollama"
 
     def __init__(self, model: str, context_size: int, host: str | None = None,
-                 timeout_s: float = 600.0, **client_kwargs: Any):
+                 timeout_s: float = 600.0, repeat_penalty: float = 1.1, **client_kwargs: Any):
         import ollama
 
         self.model = CATALOGUE[model].ollama_tag if model in CATALOGUE else model
         self.context_size = context_size
+        self.repeat_penalty = repeat_penalty
         self.host = host or os.environ.get("OLLAMA_HOST") or "http://127.0.0.1:11434"
         self._ollama = ollama
         self.client = ollama.Client(host=self.host, timeout=timeout_s, **client_kwargs)
@@ -131,7 +135,7 @@ class OllamaBackend:
             response = self.client.chat(
                 model=self.model, messages=messages, format=schema, stream=False,
                 options={"num_ctx": self.context_size, "temperature": temperature,
-                         "num_predict": max_tokens},
+                         "num_predict": max_tokens, "repeat_penalty": self.repeat_penalty},
             )
         except self._ollama.ResponseError as exc:
             if exc.status_code == 404:
@@ -240,12 +244,15 @@ def get_backend(config: LLMConfig) -> ChatBackend:
     if (provider == "llamacpp" and os.environ.get("OLLAMA_HOST") and not os.environ.get("DSL_PROVIDER")
             and _ollama_answers(os.environ["OLLAMA_HOST"])):
         provider, host = "ollama", os.environ["OLLAMA_HOST"]
-    key = (provider, config.model, config.context_size, config.threads, host, config.structured_mode)
+    key = (provider, config.model, config.context_size, config.threads, host, config.structured_mode,
+           config.repeat_penalty)
     if key not in _BACKENDS:
         if provider == "llamacpp":
-            backend: ChatBackend = LlamaCppBackend(config.model, config.context_size, config.threads, config.seed)
+            backend: ChatBackend = LlamaCppBackend(config.model, config.context_size, config.threads, config.seed,
+                                                   config.repeat_penalty)
         elif provider == "ollama":
-            backend = OllamaBackend(config.model, config.context_size, host, config.timeout_s)
+            backend = OllamaBackend(config.model, config.context_size, host, config.timeout_s,
+                                    config.repeat_penalty)
         else:
             backend = OpenAIBackend(config.model, config.context_size, host, config.api_key,
                                     config.structured_mode, config.timeout_s)
