@@ -45,6 +45,7 @@ def main() -> None:
     for name, run in (("naive", run_naive), ("deepsearcher", run_deepsearcher)):
         result = run(DEMO_QUESTION, config)
         (BENCH_OUT / f"report_{name}.md").write_text(result.report_markdown())
+        result.save(BENCH_OUT / f"trace_{name}.json")
         covered = themes_covered(result.answer)
         rows.append({"strategy": name, "model": config.llm.model, "seconds": result.seconds,
                      "calls": result.usage.calls, "prompt tok": result.usage.prompt_tokens,
@@ -57,7 +58,7 @@ def main() -> None:
     print(table(rows))
     print(f"\ngoals for deepsearcher: <= 20 calls, <= 15000 prompt tokens, < 360 s, 4/4 themes. "
           f"Seed blog run: {SEED_RUN['calls']} calls, ~{SEED_RUN['prompt_tokens']} prompt, "
-          f"~{SEED_RUN['completion_tokens']} completion tokens. Reports: {BENCH_OUT}/report_*.md")
+          f"~{SEED_RUN['completion_tokens']} completion tokens. Reports and traces: {BENCH_OUT}/report_*.md, trace_*.json")
 
 
 if __name__ == "__main__":
