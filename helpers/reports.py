@@ -59,16 +59,18 @@ def _cite(numbers: list[int]) -> str:
 
 def render_report(report: BaseModel) -> str:
     """Markdown: the overview, then each section's points with their [n] citations.
-    Points that are empty or only repeat their heading are left out, and so are sections left empty."""
-    lines = [clean_text(report.overview), ""]
+    Points that are empty or only repeat their heading are left out, sections left
+    empty are dropped, and sections with the same heading are merged."""
+    sections: dict[str, tuple[str, list[str]]] = {}
     for section in report.sections:
-        heading = clean_text(section.heading)
-        points = [(clean_text(p.text), p.sources) for p in section.points]
-        points = [(text, sources) for text, sources in points
-                  if text and text.lower().rstrip(".") != heading.lower().rstrip(".")]
-        if points:
-            lines += [f"## {heading or 'Findings'}", "",
-                      " ".join(f"{text} {_cite(sources)}" for text, sources in points), ""]
+        heading = clean_text(section.heading) or "Findings"
+        for point in section.points:
+            text = clean_text(point.text)
+            if text and text.lower().rstrip(".") != heading.lower().rstrip("."):
+                sections.setdefault(heading.lower(), (heading, []))[1].append(f"{text} {_cite(point.sources)}")
+    lines = [clean_text(report.overview), ""]
+    for heading, points in sections.values():
+        lines += [f"## {heading}", "", " ".join(points), ""]
     return "\n".join(lines).strip()
 
 

@@ -78,3 +78,13 @@ def test_retries_are_bounded_then_typed_error_names_the_step():
     assert info.value.step == "route"
     assert info.value.raw_replies == ["nope"] * 3
     assert len(backend.calls) == 3  # exactly 1 + 2 retries were used
+
+
+def test_report_rendering_drops_debris_echoed_headings_and_merges_sections():
+    from helpers.reports import render_report, report_schema
+
+    report = report_schema(3).model_validate({"overview": "It changed.", "sections": [
+        {"heading": "Cast", "points": [{"text": "Cast", "sources": [1]}]},
+        {"heading": "Look", "points": [{"text": "It went HD in 2009 sections': [{\"heading", "sources": [2, 2]}]},
+        {"heading": "look", "points": [{"text": "Colour went digital.", "sources": [3]}]}]})
+    assert render_report(report) == "It changed.\n\n## Look\n\nIt went HD in 2009 sections [2] Colour went digital. [3]"
