@@ -61,7 +61,8 @@ def overhead(model: str, repeats: int) -> dict:
             backend.llama.reset()  # no prompt-cache reuse between the two
             started = time.perf_counter()
             if label == "raw":
-                out = backend.llama.create_chat_completion(messages=messages, temperature=0.0, max_tokens=96)
+                out = backend.llama.create_chat_completion(messages=messages, temperature=0.0, max_tokens=96,
+                                                           repeat_penalty=backend.repeat_penalty)
                 tokens = out["usage"]["prompt_tokens"] + out["usage"]["completion_tokens"]
             else:
                 llm.chat(messages, step="bench")
