@@ -46,7 +46,7 @@ from .evaluators import analyze_failure, evaluate_answer, plan_checks
 from .llm import LLM, Budget, make_llm
 from .prompts import get_prompt, render
 from .query_dedup import QueryDeduper
-from .retrieval import search_collections
+from .retrieval import interleave, search_collections
 from .trace import Result, TraceStep, hit_summary, number_sources, traced
 from .vectorstore import Hit, VectorStore, open_store
 
@@ -212,22 +212,6 @@ def cite_sources(answer: str, references: list[int], memory: AgentMemory) -> tup
     new_number = {old: new for new, old in enumerate(order, start=1)}
     answer = _CITATION.sub(lambda m: f"[{new_number[int(m.group(1))]}]", answer)
     return answer.strip(), [memory.passage(n) for n in order], notes
-
-
-def interleave(groups: list[list[Hit]], limit: int) -> list[Hit]:
-    """The best hit of each query in turn, then the second best, and so on (each chunk once).
-
-    Merging by raw score would let one broad query ("The Simpsons") crowd out a
-    precise one ("animation studio season 4"); taking turns lets every query contribute.
-    """
-    picked: list[Hit] = []
-    seen: set[str] = set()
-    for rank in range(max((len(hits) for hits in groups), default=0)):
-        for hits in groups:
-            if rank < len(hits) and hits[rank].id not in seen:
-                seen.add(hits[rank].id)
-                picked.append(hits[rank])
-    return picked[:limit]
 
 
 def _with_token_budget(llm: LLM, token_budget: int) -> LLM:

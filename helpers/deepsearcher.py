@@ -22,7 +22,7 @@ from .llm import LLM, Budget, make_llm
 from .prompts import fence, render
 from .query_dedup import QueryDeduper
 from .reports import answer_schema, render_answer, render_report, report_schema
-from .retrieval import fit_chunks, merge_hits, numbered_chunks, search_collections
+from .retrieval import by_collection_in_turn, fit_chunks, merge_hits, numbered_chunks, search_collections
 from .trace import Result, TraceStep, hit_summary, number_sources, traced
 from .vectorstore import Hit, VectorStore, open_store
 
@@ -250,7 +250,7 @@ def synthesize(llm: LLM, question: str, hits: list[Hit], max_chunks: int = 12, t
 
     ``style="structured"`` fills a schema where every point must cite a shown source
     (see ``helpers.reports``); if that fails, a free-text call is made instead.
-    Chunks are selected best-first to fit the context and budget; with none, the
+    Chunks are taken in the order given, as many as fit the context and budget; with none, the
     answer says that nothing relevant was found and no call is made.
     """
     trace: list[TraceStep] = []
@@ -316,12 +316,13 @@ def run_deepsearcher(question: str, config: Config, *, llm: LLM | None = None, s
     answer = ""
     if result.error is None:
         try:
-            answer, used, step = synthesize(llm, question, kept, p.synthesis_chunks, style=p.synthesis_style,
+            answer, used, step = synthesize(llm, question, by_collection_in_turn(kept), p.synthesis_chunks,
+                                            style=p.synthesis_style,
                                             reply_tokens=p.report_max_tokens)
             result.trace.append(step)
         except BudgetExceededError as exc:
             result.trace.append(TraceStep("budget", notes=[f"{exc}; listing the passages instead"]))
-            used = kept[: p.synthesis_chunks]
+            used = by_collection_in_turn(kept)[: p.synthesis_chunks]
             answer = _fallback_report(used)
         except DeepSearchLabError as exc:
             result.error = f"{type(exc).__name__}: {exc}"

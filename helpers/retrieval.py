@@ -21,6 +21,31 @@ def merge_hits(*groups: list[Hit]) -> list[Hit]:
     return sorted(best.values(), key=lambda h: h.similarity, reverse=True)
 
 
+def interleave(groups: list[list[Hit]], limit: int) -> list[Hit]:
+    """The best hit of each query in turn, then the second best, and so on (each chunk once).
+
+    Merging by raw score would let one broad query ("The Simpsons") crowd out a
+    precise one ("animation studio season 4"); taking turns lets every query contribute.
+    """
+    picked: list[Hit] = []
+    seen: set[str] = set()
+    for rank in range(max((len(hits) for hits in groups), default=0)):
+        for hits in groups:
+            if rank < len(hits) and hits[rank].id not in seen:
+                seen.add(hits[rank].id)
+                picked.append(hits[rank])
+    return picked[:limit]
+
+
+def by_collection_in_turn(hits: list[Hit]) -> list[Hit]:
+    """``hits`` reordered so that each collection gives its best chunk in turn: a report
+    written from the first n then hears from every collection, not only the closest one."""
+    groups: dict[str, list[Hit]] = {}
+    for hit in sorted(hits, key=lambda h: h.similarity, reverse=True):
+        groups.setdefault(hit.collection, []).append(hit)
+    return interleave(list(groups.values()), len(hits))
+
+
 def search_collections(store: VectorStore, embedder: Embedder, query: str, collections: list[str],
                        k: int = 5, mode: str = "dense", ranker: str = "rrf") -> list[Hit]:
     """Top-k per collection for one query, merged (empty collections give nothing).
@@ -49,7 +74,7 @@ def fit_chunks(llm: LLM, hits: list[Hit], fixed_prompt: str, reserve: int,
     with ``reserve`` tokens kept for the reply.  Returns the kept hits and notes on what was left out."""
     notes = []
     if max_chunks is not None and len(hits) > max_chunks:
-        notes.append(f"kept the best {max_chunks} of {len(hits)} chunks (synthesis_chunks)")
+        notes.append(f"kept the first {max_chunks} of {len(hits)} chunks (synthesis_chunks)")
         hits = hits[:max_chunks]
     room = llm.prompt_room() - reserve - llm.count_tokens(fixed_prompt)
     kept, used = [], 0

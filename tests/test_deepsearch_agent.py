@@ -12,12 +12,13 @@ from pydantic import ValidationError
 from helpers.agent_memory import AgentMemory, KnowledgeItem, QuestionQueue
 from helpers.config import load_config
 from helpers.deepsearch_agent import (action_schema, allowed_actions, cite_sources, drop_repeated_sentences,
-                                      has_substance, interleave, run_deepsearch, schema_actions)
+                                      has_substance, run_deepsearch, schema_actions)
 from helpers.embeddings import get_embedder
 from helpers.errors import BackendUnreachableError
 from helpers.evaluators import evaluate_answer, plan_checks
 from helpers.llm import LLM
 from helpers.query_dedup import QueryDeduper
+from helpers.retrieval import interleave
 from helpers.vectorstore import Hit
 from scripted import StepScriptedBackend
 

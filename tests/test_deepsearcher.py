@@ -180,3 +180,14 @@ def test_real_small_model_naive_baseline(simpsons_kb):
     result = run_naive("Which studio animated the first three seasons of The Simpsons?", config, store=store)
     assert not result.failed and result.usage.calls == 1
     assert any("production" in s.source for s in result.sources)
+
+
+def test_the_report_hears_from_every_collection_in_turn():
+    from helpers.retrieval import by_collection_in_turn
+    from helpers.vectorstore import Hit
+
+    def hit(collection, n, similarity):
+        return Hit(f"{collection}{n}", "text", similarity, collection, "s", "t", "", n)
+
+    hits = [hit("story", 1, 0.9), hit("story", 2, 0.8), hit("story", 3, 0.7), hit("prod", 1, 0.5), hit("cast", 1, 0.4)]
+    assert [h.id for h in by_collection_in_turn(hits)] == ["story1", "prod1", "cast1", "story2", "story3"]
