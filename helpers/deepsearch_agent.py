@@ -66,6 +66,9 @@ class WebSearchUnavailable(Exception):
     """Web search cannot be used here (package missing, or offline)."""
 
 
+MAX_QUERY_WORDS = 16  # a longer "query" is usually the question repeated, and it would eat the budget
+
+
 class Rewrite(BaseModel):
     queries: list[str] = Field(max_length=MAX_QUERIES)
 
@@ -160,9 +163,10 @@ def drop_repeated_sentences(text: str) -> str:
 
 
 def has_substance(answer: str) -> bool:
-    """An answer with some words besides citations (small models sometimes return only ``[1][2]``)."""
-    words = re.findall(r"[^\W\d_]{2,}", _CITATION_ANY.sub(" ", answer))
-    return not looks_like_placeholder(answer) and len(words) >= 3
+    """An answer with some words besides citations (small models sometimes return only ``[1][2]``);
+    a short factoid such as "Al Jean" or "1989" counts."""
+    words = re.findall(r"\w{2,}", _CITATION_ANY.sub(" ", answer))
+    return not looks_like_placeholder(answer) and len(words) >= 1
 
 
 def _content_words(text: str) -> set[str]:
@@ -493,10 +497,11 @@ class DeepSearchAgent:
         proposed = [q.strip() for q in reply.queries if not looks_like_placeholder(q)] if reply else []
         # a query sharing no word with the question or the requests was copied from elsewhere
         anchor = _content_words(" ".join([question, *requests]))
-        queries = [q for q in proposed if _content_words(q) & anchor]
+        queries = [q for q in proposed if _content_words(q) & anchor and len(q.split()) <= MAX_QUERY_WORDS]
         unrelated = [q for q in proposed if q not in queries]
         if unrelated:
-            self.trace[-1].notes.append(f"dropped rewrites that share no word with the request: {unrelated}")
+            self.trace[-1].notes.append(f"dropped rewrites that share no word with the request or run over "
+                                        f"{MAX_QUERY_WORDS} words: {unrelated}")
         if not queries:
             self.trace[-1].notes.append("rewriting gave nothing usable: searching the requested queries")
             return requests[:MAX_QUERIES]
