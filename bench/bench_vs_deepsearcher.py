@@ -196,14 +196,19 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def original_done(out: Path) -> set[tuple[str, str]]:
+    """(strategy, question id) pairs the runner has finished; rows that failed for want of a reply in
+    time (a busy machine) do not count, so they are asked again."""
+    return {(r["strategy"], r["id"]) for r in read_jsonl(out / "original_raw.jsonl")
+            if "strategy" in r and not r["error"].startswith(TRANSPORT_ERRORS)}
+
+
 def run_original(python: Path, versions: dict, base_url: str, alias: str, collections: list[dict],
                  questions: list[EvalQuestion], strategies: list[str], config: Config, out: Path,
                  match_sampling: bool, verbose: bool, timeout_s: float) -> None:
     """Write the job file and run the side runner (resumable: finished rows are skipped)."""
     raw = out / "original_raw.jsonl"
-    # rows that failed for want of a reply in time (a busy machine) are asked again
-    done = [[r["strategy"], r["id"]] for r in read_jsonl(raw)
-            if "strategy" in r and not r["error"].startswith(TRANSPORT_ERRORS)]
+    done = [list(pair) for pair in original_done(out)]
     # one database file per corpus and Milvus Lite version (2.x and 3.x files are not interchangeable)
     key = json.dumps([collections, versions.get("milvus-lite")])
     db = out / f"original_milvus_{hashlib.sha256(key.encode()).hexdigest()[:10]}.db"
@@ -304,10 +309,10 @@ def failure_notes(rows: list[dict]) -> list[str]:
     if not mine:
         return []
     notes = [f"Where the original failed ({len(mine)} runs; {SMALL_MODEL_FAQ})"]
-    errors = Counter((r["where"] or "?", r["error"].split("\n")[0][:110]) for r in mine if r["error"]
-                     and r["error"] != "empty answer")
-    for (where, message), count in errors.most_common(8):
-        notes.append(f"  {count}x exception in {where}: {message}")
+    errors = Counter((r["where"] or "?", r["llm_calls"][-1]["kind"] if r["llm_calls"] else "-",
+                      " ".join(r["error"].split())[:140]) for r in mine if r["error"] and r["error"] != "empty answer")
+    for (where, step, message), count in errors.most_common(8):
+        notes.append(f"  {count}x exception in {where} (after its '{step}' call): {message}")
     calls = [c for r in mine for c in r["llm_calls"]]
     kinds = Counter(c["kind"] for c in calls)
     if kinds:
@@ -388,7 +393,10 @@ def main() -> None:
           f"{corpus.name}; ours: {', '.join(ours)}; original: {', '.join(originals)}\n", flush=True)
 
     problem = ""
-    if originals:
+    todo = {(s, q.id) for s in originals for q in questions} - original_done(out)
+    if originals and not todo:
+        print("the original's rows are all present (resumed); not starting it again", flush=True)
+    if todo:
         try:
             python, versions = ensure_side_venv(Path(args.venv).expanduser())
             print(f"deepsearcher venv: {args.venv} ({', '.join(f'{k} {v}' for k, v in versions.items())})",

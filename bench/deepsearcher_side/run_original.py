@@ -200,12 +200,11 @@ def ask(spec: str, question: str) -> tuple[str, list, int]:
 
 
 def where_failed(exc: BaseException) -> str:
-    """The innermost deepsearcher function on the traceback (e.g. 'deep_search._generate_sub_queries')."""
-    place = ""
-    for frame in traceback.extract_tb(exc.__traceback__):
-        if f"{os.sep}deepsearcher{os.sep}" in frame.filename:
-            place = f"{Path(frame.filename).stem}.{frame.name}"
-    return place
+    """The two innermost deepsearcher functions on the traceback
+    (e.g. 'deep_search._generate_sub_queries > base.literal_eval')."""
+    places = [f"{Path(frame.filename).stem}.{frame.name}" for frame in traceback.extract_tb(exc.__traceback__)
+              if f"{os.sep}deepsearcher{os.sep}" in frame.filename]
+    return " > ".join(places[-2:])
 
 
 def run_one(spec: str, question: dict, recorder: CallRecorder) -> dict:
