@@ -308,7 +308,7 @@ def failure_notes(rows: list[dict]) -> list[str]:
     mine = [r for r in rows if r["strategy"].startswith("original ")]
     if not mine:
         return []
-    notes = [f"Where the original failed ({len(mine)} runs; {SMALL_MODEL_FAQ})"]
+    notes = [f"The original with this model ({len(mine)} runs; {SMALL_MODEL_FAQ})"]
     errors = Counter((r["where"] or "?", r["llm_calls"][-1]["kind"] if r["llm_calls"] else "-",
                       " ".join(r["error"].split())[:140]) for r in mine if r["error"] and r["error"] != "empty answer")
     for (where, step, message), count in errors.most_common(8):
@@ -431,7 +431,11 @@ def main() -> None:
     notes = failure_notes(original_rows)
     if notes:
         lines += [""] + notes
-    lines += ["", "Notes: ours runs the model in-process (llama-cpp-python), the original through "
+    step = 1 / max(len(questions), 1)
+    lines += ["", f"Notes: {len(questions)} question(s), so one question moves a mean by {step:.2f}; answers "
+              "are sampled, so reruns differ. Accuracy is containment of the gold answer: long answers "
+              "that name many entities score higher. Seconds include any time the machine spent on other work. "
+              "Ours runs the model in-process (llama-cpp-python), the original through "
               "llama_cpp.server (same GGUF, context and threads); tokens are the server's / backend's counts. "
               "The original's requests carry no temperature or max_tokens (server defaults: 0.8, unlimited)"
               + (", overridden here by --match-sampling" if args.match_sampling else "") + ".",
