@@ -1,14 +1,14 @@
 """Knowledge-base benchmark (issue: knowledge base).
 
 1. Ingest throughput: chunks/s end to end (read, chunk, hash, embed, insert,
-   flush) vs the embedding model alone on the same chunks, in the same run
-   (goal: ingest >= 85% of the embedding-only rate).
+   flush) vs the embedding model alone on the same chunks in one call (its
+   fastest way), in the same run (goal: ingest >= 85% of the embedding-only rate).
 2. Search latency (median, p95) for top-5 on a 6,000-chunk collection after
    flush, dense and hybrid.  The 6k rows are the corpus chunks repeated with
    small perturbations of their real vectors (embedding 6k distinct chunks
    would take ~7 minutes here and does not change search cost).
 
-Usage: python bench/bench_knowledge_base.py [--copies 4] [--rows 6000] [--queries 50]
+Usage: python bench/bench_knowledge_base.py [--copies 4] [--repeats 3] [--rows 6000] [--queries 50]
 """
 from __future__ import annotations
 
@@ -39,26 +39,29 @@ def make_copies(folder: Path, copies: int) -> Path:
     return folder
 
 
-def ingest_vs_embedding(copies: int) -> dict:
+def ingest_vs_embedding(copies: int, repeats: int) -> dict:
+    """Best of ``repeats`` rounds, each timing the embedding alone and then a whole ingest into a new collection."""
     config = bench_config()
     embedder = get_embedder(config.embedding)
+    embed_rates, ingest_rates = [], []
     with tempfile.TemporaryDirectory() as tmp:
         corpus = make_copies(Path(tmp) / "corpus", copies)
         docs = [d for s in expand_sources([str(corpus)]) for d in load_source(s)]
         chunks = chunk_documents(docs, config.chunking.chunk_size, config.chunking.chunk_overlap)
         embedder.embed([c.text for c in chunks[:32]])  # warm-up
-        started = time.perf_counter()
-        for i in range(0, len(chunks), 64):
-            embedder.embed([c.text for c in chunks[i:i + 64]])
-        embed_rate = len(chunks) / (time.perf_counter() - started)
         store = VectorStore(str(Path(tmp) / "milvus.db"))
-        started = time.perf_counter()
-        report = ingest([str(corpus)], "bench", "benchmark copy of the corpus", config, store=store,
-                        embedder=embedder, progress=False)
-        ingest_rate = report.chunks_added / (time.perf_counter() - started)
+        for round_number in range(repeats):
+            started = time.perf_counter()
+            embedder.embed([c.text for c in chunks])  # one call: the model sorts all texts by length (its best)
+            embed_rates.append(len(chunks) / (time.perf_counter() - started))
+            started = time.perf_counter()
+            report = ingest([str(corpus)], f"bench_{round_number}", "benchmark copy of the corpus", config,
+                            store=store, embedder=embedder, progress=False)
+            ingest_rates.append(report.chunks_added / (time.perf_counter() - started))
         store.close()
-    return {"chunks": len(chunks), "embedding only chunks/s": embed_rate, "ingest chunks/s": ingest_rate,
-            "ingest / embedding %": 100 * ingest_rate / embed_rate}
+    embed_rate, ingest_rate = max(embed_rates), max(ingest_rates)
+    return {"chunks": len(chunks), "rounds": repeats, "embedding only chunks/s": embed_rate,
+            "ingest chunks/s": ingest_rate, "ingest / embedding %": 100 * ingest_rate / embed_rate}
 
 
 def search_latency(rows: int, queries: int) -> list[dict]:
@@ -103,11 +106,12 @@ def search_latency(rows: int, queries: int) -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--copies", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=3, help="rounds of the ingest comparison (best of)")
     parser.add_argument("--rows", type=int, default=6000)
     parser.add_argument("--queries", type=int, default=50)
     args = parser.parse_args()
     print("== ingest throughput vs embedding alone (goal >= 85%) ==")
-    print(table([ingest_vs_embedding(args.copies)]))
+    print(table([ingest_vs_embedding(args.copies, args.repeats)]))
     print("\n== search latency, top-5 after flush (includes embedding the query) ==")
     print(table(search_latency(args.rows, args.queries)))
 

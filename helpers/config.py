@@ -67,7 +67,8 @@ class PipelineConfig(BaseModel):
     max_prompt_tokens: int = 15000
     max_subqueries: int = 4
     relevance: Literal["batch", "per_chunk", "threshold", "none"] = "batch"
-    relevance_threshold: float = 0.35
+    relevance_threshold: float = 0.35  # cosine similarity: chunks under it are dropped without a model call
+    relevance_accept: float = 0.65  # batch method: chunks at or above it are kept without asking the model
     synthesis_chunks: int = 12
     synthesis_style: Literal["structured", "prose"] = "structured"
     report_max_tokens: int = 1024  # reply limit for the final report (longer than other replies)

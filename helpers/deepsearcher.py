@@ -154,14 +154,15 @@ def retrieve(store: VectorStore, embedder: Embedder, routes: list[tuple[str, str
 
 # -- relevance ------------------------------------------------------------------
 def filter_relevant(llm: LLM, question: str, hits: list[Hit], method: str = "batch", threshold: float = 0.35,
-                    iteration: int = 0, template: str | None = None,
-                    preview_chars: int = 400) -> tuple[list[Hit], TraceStep]:
+                    iteration: int = 0, template: str | None = None, preview_chars: int = 400,
+                    accept: float | None = None) -> tuple[list[Hit], TraceStep]:
     """Keep the chunks that help answer ``question``.
 
-    ``threshold`` is on the cosine ``similarity`` scale (dense and hybrid hits both carry it).
+    ``threshold`` and ``accept`` are on the cosine ``similarity`` scale (dense and hybrid hits both carry it).
 
-    * ``batch``: drop chunks scoring under ``threshold``, then ONE call judges the rest
-      (the model returns the numbers of the helpful ones).
+    * ``batch``: drop chunks scoring under ``threshold``, keep those scoring at least ``accept``
+      (when given) without asking, then ONE call judges the rest (the model returns the numbers
+      of the helpful ones).
     * ``per_chunk``: one call per chunk (what DeepSearcher does; slow, for comparison).
     * ``threshold``: no model call, keep chunks scoring at least ``threshold``.
     * ``none``: keep everything.
@@ -174,15 +175,20 @@ def filter_relevant(llm: LLM, question: str, hits: list[Hit], method: str = "bat
         if below:
             entry.notes.append(f"{len(below)} chunk(s) under the score threshold {threshold}")
         kept = candidates
-        if method == "batch" and candidates:
+        sure = [h for h in candidates if accept is not None and h.similarity >= accept] if method == "batch" else []
+        if sure:
+            entry.notes.append(f"{len(sure)} chunk(s) scoring at least {accept} kept without asking")
+        asked = [h for h in candidates if h not in sure]
+        if method == "batch" and asked:
             entry.messages = [{"role": "user", "content": render(
                 "relevance_batch", template, question=question,
-                chunks=numbered_chunks(candidates, max_chars=preview_chars))}]
+                chunks=numbered_chunks(asked, max_chars=preview_chars))}]
             try:
                 reply = llm.structured(entry.messages, RelevantNumbers, step="relevance")
                 entry.raw = reply.raw
-                chosen = {n for n in reply.value.relevant if 1 <= n <= len(candidates)}
-                kept = [h for n, h in enumerate(candidates, start=1) if n in chosen]
+                chosen = {n for n in reply.value.relevant if 1 <= n <= len(asked)}
+                judged = {h.id for n, h in enumerate(asked, start=1) if n in chosen}
+                kept = [h for h in candidates if h in sure or h.id in judged]
             except StructuredOutputError as exc:
                 entry.raw = exc.raw_replies[-1] if exc.raw_replies else ""
                 entry.notes.append(f"relevance check failed ({exc.last_error}); kept every candidate")
@@ -364,7 +370,7 @@ def _search_loop(llm: LLM, question: str, config: Config, store: VectorStore, em
                 asked.append(subquery)
             if unjudged and not _budget_low(llm, 2, reserve_prompt):
                 relevant, step = filter_relevant(llm, question, unjudged, p.relevance, p.relevance_threshold,
-                                                 iteration)
+                                                 iteration, accept=p.relevance_accept)
                 trace.append(step)
                 kept, unjudged = merge_hits(kept, relevant), []
             if iteration == p.max_iter or _budget_low(llm, 3, reserve_prompt):

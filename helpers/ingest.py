@@ -70,7 +70,8 @@ def ingest(sources: list[str], collection: str, description: str, config: Config
 
     if force:
         store.drop_collection(collection)
-    if store.has_collection(collection):
+    existed = store.has_collection(collection)
+    if existed:
         store.check_embedder(collection, embedder)
     else:
         store.create_collection(collection, description, embedder)
@@ -91,8 +92,9 @@ def ingest(sources: list[str], collection: str, description: str, config: Config
     report.chunks_total = len(chunks)
 
     unique = list({c.id: c for c in chunks}.values())
-    present = store.existing_ids(collection, [c.id for c in unique])
-    new = [c for c in unique if c.id not in present]
+    present = store.existing_ids(collection, [c.id for c in unique]) if existed else set()
+    # similar lengths side by side: each embedding batch pads to its longest text, so this saves work
+    new = sorted((c for c in unique if c.id not in present), key=lambda c: len(c.text))
     report.chunks_present = len(unique) - len(new)
     report.chunks_cut = warn_if_cut(embedder, [c.text for c in new])
 
@@ -103,8 +105,9 @@ def ingest(sources: list[str], collection: str, description: str, config: Config
             store.insert(collection, [c.row(v.tolist()) for c, v in zip(batch, vectors)])
             report.chunks_added += len(batch)
             bar.update(len(batch))
-    for source, ids in ids_by_source.items():
-        report.chunks_removed += store.delete_other_chunks(collection, source, ids)
+    if existed:  # a new collection holds no outdated chunks
+        for source, ids in ids_by_source.items():
+            report.chunks_removed += store.delete_other_chunks(collection, source, ids)
     store.flush(collection)
     return report
 

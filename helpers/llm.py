@@ -64,14 +64,15 @@ def _estimate_tokens(text: str) -> int:
 
 
 class LlamaCppBackend:
-    """Embedded llama.cpp through llama-cpp-python; JSON schemas become a decoding grammar."""
+    """Embedded llama.cpp through llama-cpp-python; JSON schemas become a decoding grammar
+    (checked on the chosen token first, see ``helpers.grammar_sampling``)."""
 
     name = "llamacpp"
 
     def __init__(self, model: str, context_size: int, threads: int = 0, seed: int = 7,
                  repeat_penalty: float = 1.1):
         try:
-            from llama_cpp import Llama
+            from .grammar_sampling import CheckedGrammarLlama
         except ImportError as exc:
             raise BuildMissingError(
                 "llama-cpp-python is not installed in this environment. Run `make setup` "
@@ -84,7 +85,7 @@ class LlamaCppBackend:
         self.context_size = context_size
         self.repeat_penalty = repeat_penalty
         self.threads = threads or available_cores()
-        self.llama = Llama(model_path=str(path), n_ctx=context_size, n_threads=self.threads,
+        self.llama = CheckedGrammarLlama(model_path=str(path), n_ctx=context_size, n_threads=self.threads,
                            n_threads_batch=self.threads, seed=seed, verbose=False)
 
     def complete(self, messages: Messages, *, schema: dict | None, temperature: float,

@@ -63,6 +63,27 @@ def test_reflection_drops_near_duplicates_of_earlier_searches(simpsons_kb):
     assert [t.inputs["subquery"] for t in result.steps("route") if t.iteration == 2] == ["Emmy awards won by the show"]
 
 
+def test_score_bands_decide_which_chunks_the_model_judges(simpsons_kb):
+    wide = {"route": {"routes": [{"collection": "simpsons_production",
+                                  "query": "how The Simpsons was animated: studios, cels and digital colouring"}]},
+            "relevance": {"relevant": [1]}}
+    judge_all, backend = scripted_run(simpsons_kb, wide, {"pipeline.relevance_accept": 1.0})
+    step = judge_all.steps("relevance")[0]
+    above = sorted((h["similarity"] for h in step.kept + step.dropped if h["similarity"] >= 0.35), reverse=True)
+    assert len(above) >= 3 and len(step.kept) == 1                  # the model was asked about all of them
+    assert f"[{len(above)}]" in backend.calls_for("relevance")[0]["messages"][0]["content"]
+    sure_of_all, backend = scripted_run(simpsons_kb, wide, {"pipeline.relevance_accept": 0.0})
+    assert "relevance" not in backend.steps()                        # nothing left to ask about
+    step = sure_of_all.steps("relevance")[0]
+    assert len(step.kept) == len(above) and "without asking" in step.notes[-1]
+    assert above[1] - above[2] > 0.002                               # (the trace rounds scores)
+    banded, backend = scripted_run(simpsons_kb, wide, {"pipeline.relevance_accept": (above[1] + above[2]) / 2})
+    sure = 2
+    asked = backend.calls_for("relevance")[0]["messages"][0]["content"]
+    assert f"[{len(above) - sure}]" in asked and f"[{len(above) - sure + 1}]" not in asked
+    assert len(banded.steps("relevance")[0].kept) == sure + 1       # the sure ones and the model's [1]
+
+
 def test_stops_on_call_budget_and_still_reports(simpsons_kb):
     topics = iter(["ratings in the nineties", "Treehouse of Horror episodes", "Disney buys Fox", "voice actor pay",
                    "widescreen high definition", "Emmy awards", "the Apu controversy", "the 2007 movie",

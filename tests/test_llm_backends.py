@@ -68,6 +68,34 @@ def test_embedded_structured_decomposition_and_routing(small_backend):
     assert [r.step for r in llm.ledger.records][-1] == "route"
 
 
+@pytest.mark.slow
+def test_checked_grammar_gives_what_the_full_grammar_gives(small_backend):
+    """Greedy decoding: checking the grammar on the chosen token only picks exactly the tokens that
+    filtering the whole vocabulary picks (llama-cpp-python's own path), and refused tokens are re-picked."""
+    from llama_cpp import Llama, LlamaGrammar
+
+    grammar = LlamaGrammar.from_json_schema(json.dumps(Routing.model_json_schema()), verbose=False)
+    # a prompt asking for a shape the schema forbids, so the model's favourite tokens get refused
+    prompt = small_backend.llama.tokenize(b"<|im_start|>user\nList three volcanoes as a YAML list.<|im_end|>\n"
+                                          b"<|im_start|>assistant\n", special=True)
+    full = Llama(model_path=str(small_backend.model_path), n_ctx=512, n_threads=small_backend.threads,
+                 seed=7, verbose=False)
+
+    def greedy(llama) -> list[int]:
+        out = []
+        for token in llama.generate(prompt, temp=0.0, repeat_penalty=1.1, grammar=grammar):
+            if token == llama.token_eos() or len(out) == 40:
+                break
+            out.append(token)
+        return out
+
+    checked_tokens, full_tokens = greedy(small_backend.llama), greedy(full)
+    sampler = small_backend.llama._sampler
+    assert checked_tokens == full_tokens and len(checked_tokens) > 5
+    assert sampler.refused > 0 and sampler.checked >= len(checked_tokens)
+    assert small_backend.llama.detokenize(checked_tokens).decode().lstrip().startswith("{")
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
