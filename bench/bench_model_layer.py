@@ -11,6 +11,7 @@
    the two produced the same text.
 
 Usage: python bench/bench_model_layer.py [--models qwen2.5-coder-0.5b,qwen2.5-coder-1.5b] [--repeats 3]
+       [--sections overhead,structured,grammar]
 """
 from __future__ import annotations
 
@@ -128,15 +129,19 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--models", default="qwen2.5-coder-0.5b,qwen2.5-coder-1.5b")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--sections", default="overhead,structured,grammar")
     args = parser.parse_args()
-    models = args.models.split(",")
-    print("== model layer overhead (best of", args.repeats, "runs each; goal <= 5%) ==")
-    print(table([overhead(m, args.repeats) for m in models]))
-    print("\n== structured output over 30 decompose/route/reflect prompts (goal 1.5B: 100% after retries) ==")
-    print(table([structured(m) for m in models]))
-    print("\n== constrained decoding: grammar checked on the chosen token vs on the whole vocabulary "
-          "(greedy; completion tokens per second of the whole call) ==")
-    print(table([grammar_speed(m) for m in models]))
+    models, sections = args.models.split(","), args.sections.split(",")
+    if "overhead" in sections:
+        print("== model layer overhead (best of", args.repeats, "runs each; goal <= 5%) ==")
+        print(table([overhead(m, args.repeats) for m in models]))
+    if "structured" in sections:
+        print("\n== structured output over 30 decompose/route/reflect prompts (goal 1.5B: 100% after retries) ==")
+        print(table([structured(m) for m in models]))
+    if "grammar" in sections:
+        print("\n== constrained decoding: grammar checked on the chosen token vs on the whole vocabulary "
+              "(greedy; completion tokens per second of the whole call) ==")
+        print(table([grammar_speed(m) for m in models]))
 
 
 if __name__ == "__main__":
