@@ -25,7 +25,7 @@ from helpers.llm import get_backend
 THEMES = {
     "humour/storytelling": r"humou?r|storytell|joke|satir|golden age|episode plots?|zombie simpsons|jerkass",
     "characters/cast": r"character|voice|cast|actor|actress|azaria|castellaneta|apu",
-    "animation/production": r"animat|digital|high.definition|\bhd\b|widescreen|studio|showrunner|production",
+    "animation/production": r"animation|animators?\b|digital|high.definition|\bhd\b|widescreen|studio|showrunner|production",
     "reception/audience/distribution": r"rating|audience|viewer|award|emmy|critic|streaming|disney\+|syndicat|reception",
 }
 

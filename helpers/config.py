@@ -59,6 +59,7 @@ class SearchConfig(BaseModel):
     top_k: int = 5
     mode: Literal["dense", "hybrid"] = "dense"
     ranker: Literal["rrf", "weighted"] = "rrf"
+    max_per_document: int = 2  # pipeline retrieval: at most this many chunks of one document per search (0: any)
 
 
 class PipelineConfig(BaseModel):

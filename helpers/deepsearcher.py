@@ -22,7 +22,8 @@ from .llm import LLM, Budget, make_llm
 from .prompts import fence, render
 from .query_dedup import QueryDeduper
 from .reports import answer_schema, render_answer, render_report, report_schema
-from .retrieval import by_collection_in_turn, fit_chunks, merge_hits, numbered_chunks, search_collections
+from .retrieval import (at_most_per_document, by_collection_in_turn, fit_chunks, merge_hits, numbered_chunks,
+                        search_collections)
 from .trace import Result, TraceStep, hit_summary, number_sources, traced
 from .vectorstore import Hit, VectorStore, open_store
 
@@ -136,17 +137,22 @@ def route(llm: LLM, subquery: str, collections: dict[str, str], iteration: int =
 
 # -- retrieve -------------------------------------------------------------------
 def retrieve(store: VectorStore, embedder: Embedder, routes: list[tuple[str, str]], k: int = 5,
-             mode: str = "dense", iteration: int = 0) -> tuple[list[Hit], TraceStep]:
-    """Top-k chunks per (collection, query) pair, merged without duplicates."""
+             mode: str = "dense", iteration: int = 0, max_per_document: int = 0) -> tuple[list[Hit], TraceStep]:
+    """Top-k chunks per (collection, query) pair, merged without duplicates.
+
+    With ``max_per_document`` the top-k holds at most that many chunks of one document
+    (more candidates are fetched, then the surplus of a dominant document is skipped)."""
     trace: list[TraceStep] = []
-    with traced(trace, None, "retrieve", iteration,
-                routes=[{"collection": c, "query": q} for c, q in routes], k=k, mode=mode) as entry:
+    with traced(trace, None, "retrieve", iteration, routes=[{"collection": c, "query": q} for c, q in routes],
+                k=k, mode=mode, max_per_document=max_per_document) as entry:
         groups = []
+        fetch = k * 3 if max_per_document else k
         for collection, query in routes:
             if store.info(collection).count == 0:
                 entry.notes.append(f"collection '{collection}' is empty")
                 continue
-            groups.append(search_collections(store, embedder, query, [collection], k=k, mode=mode))
+            found = search_collections(store, embedder, query, [collection], k=fetch, mode=mode)
+            groups.append(at_most_per_document(found, max_per_document)[:k])
         hits = merge_hits(*groups)
         entry.kept = [hit_summary(h) for h in hits]
     return hits, trace[0]
@@ -363,7 +369,7 @@ def _search_loop(llm: LLM, question: str, config: Config, store: VectorStore, em
                 routes, step = route(llm, subquery, described, iteration)
                 trace.append(step)
                 hits, step = retrieve(store, embedder, routes, config.search.top_k, config.search.mode,
-                                      iteration)
+                                      iteration, config.search.max_per_document)
                 trace.append(step)
                 seen = {h.id for h in kept}
                 unjudged = merge_hits(unjudged, [h for h in hits if h.id not in seen])

@@ -37,13 +37,41 @@ def interleave(groups: list[list[Hit]], limit: int) -> list[Hit]:
     return picked[:limit]
 
 
-def by_collection_in_turn(hits: list[Hit]) -> list[Hit]:
-    """``hits`` reordered so that each collection gives its best chunk in turn: a report
-    written from the first n then hears from every collection, not only the closest one."""
-    groups: dict[str, list[Hit]] = {}
+def _grouped(hits: list[Hit], key) -> list[list[Hit]]:
+    """Hits grouped by ``key``, most similar first inside each group, groups in order of their best hit."""
+    groups: dict = {}
     for hit in sorted(hits, key=lambda h: h.similarity, reverse=True):
-        groups.setdefault(hit.collection, []).append(hit)
-    return interleave(list(groups.values()), len(hits))
+        groups.setdefault(key(hit), []).append(hit)
+    return list(groups.values())
+
+
+def _document(hit: Hit) -> tuple[str, str]:
+    return hit.source, hit.title  # a file, or one record of a benchmark corpus
+
+
+def by_document_in_turn(hits: list[Hit]) -> list[Hit]:
+    """Each document's best chunk in turn, then the second best, ...: one long document does not fill every slot."""
+    return interleave(_grouped(hits, _document), len(hits))
+
+
+def by_collection_in_turn(hits: list[Hit]) -> list[Hit]:
+    """``hits`` reordered so that each collection gives a chunk in turn (its documents also take
+    turns): a report written from the first n then hears from every collection and from several
+    documents in each, not only from the closest ones."""
+    return interleave([by_document_in_turn(group) for group in _grouped(hits, lambda h: h.collection)], len(hits))
+
+
+def at_most_per_document(hits: list[Hit], limit: int) -> list[Hit]:
+    """``hits`` in order, keeping at most ``limit`` chunks of any one document (0: no limit)."""
+    if limit <= 0:
+        return hits
+    counts: dict[tuple[str, str], int] = {}
+    kept = []
+    for hit in hits:
+        counts[_document(hit)] = counts.get(_document(hit), 0) + 1
+        if counts[_document(hit)] <= limit:
+            kept.append(hit)
+    return kept
 
 
 def search_collections(store: VectorStore, embedder: Embedder, query: str, collections: list[str],

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from helpers.deepsearcher import NOTHING_FOUND, run_deepsearcher, run_naive
+from helpers.deepsearcher import NOTHING_FOUND, retrieve, run_deepsearcher, run_naive
 from helpers.embeddings import get_embedder
 from helpers.ingest import ingest
 from helpers.llm import LLM, Budget
@@ -204,7 +204,7 @@ def test_real_small_model_naive_baseline(simpsons_kb):
 
 
 def test_the_report_hears_from_every_collection_in_turn():
-    from helpers.retrieval import by_collection_in_turn
+    from helpers.retrieval import at_most_per_document, by_collection_in_turn
     from helpers.vectorstore import Hit
 
     def hit(collection, n, similarity):
@@ -212,3 +212,19 @@ def test_the_report_hears_from_every_collection_in_turn():
 
     hits = [hit("story", 1, 0.9), hit("story", 2, 0.8), hit("story", 3, 0.7), hit("prod", 1, 0.5), hit("cast", 1, 0.4)]
     assert [h.id for h in by_collection_in_turn(hits)] == ["story1", "prod1", "cast1", "story2", "story3"]
+    origins = [Hit(f"origins{n}", "text", 0.9 - n / 100, "prod", "origins.md", "Origins", "", n) for n in range(3)]
+    animation = Hit("animation0", "text", 0.6, "prod", "animation.md", "Animation", "", 0)
+    assert [h.id for h in by_collection_in_turn([*origins, animation])] == \
+        ["origins0", "animation0", "origins1", "origins2"]                 # documents take turns too
+    assert [h.id for h in at_most_per_document([*origins, animation], 2)] == ["origins0", "origins1", "animation0"]
+    assert len(at_most_per_document(origins, 0)) == 3
+
+
+def test_retrieval_limits_chunks_per_document(simpsons_kb):
+    config, store, _ = simpsons_kb
+    routes = [("simpsons_production", "Behind-the-scenes history of making The Simpsons TV show over time")]
+    embedder = get_embedder(config.embedding)
+    plain, _ = retrieve(store, embedder, routes, k=5)
+    varied, step = retrieve(store, embedder, routes, k=5, max_per_document=1)
+    assert len(varied) == len({h.source for h in varied}) == 4 > len({h.source for h in plain})  # 4 files
+    assert step.inputs["max_per_document"] == 1
