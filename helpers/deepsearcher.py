@@ -21,7 +21,7 @@ from .errors import BudgetExceededError, DeepSearchLabError, StructuredOutputErr
 from .llm import LLM, Budget, make_llm
 from .prompts import fence, render
 from .query_dedup import QueryDeduper
-from .reports import answer_schema, render_answer, render_report, report_schema
+from .reports import answer_schema, check_point_sources, render_answer, render_report, report_schema
 from .retrieval import (at_most_per_document, by_collection_in_turn, fit_chunks, merge_hits, numbered_chunks,
                         search_collections)
 from .trace import Result, TraceStep, hit_summary, number_sources, traced
@@ -261,7 +261,9 @@ def synthesize(llm: LLM, question: str, hits: list[Hit], max_chunks: int = 12, t
     from the kept chunks, citing them as [n].
 
     ``style="structured"`` fills a schema where every point must cite a shown source
-    (see ``helpers.reports``); if that fails, a free-text call is made instead.
+    (see ``helpers.reports``); a point whose cited passages do not hold its words is
+    re-cited to the passage that does, and the trace notes it.  If the structured call
+    fails, a free-text call is made instead.
     Chunks are taken in the order given, as many as fit the context and budget; with none, the
     answer says that nothing relevant was found and no call is made.
     """
@@ -286,6 +288,8 @@ def synthesize(llm: LLM, question: str, hits: list[Hit], max_chunks: int = 12, t
                 try:
                     reply = llm.structured(entry.messages, schema, step=step, max_tokens=reply_tokens)
                     entry.raw = reply.raw
+                    if kind == "report":
+                        entry.notes.extend(check_point_sources(reply.value, [h.text for h in used]))
                     answer = render_report(reply.value) if kind == "report" else render_answer(reply.value)
                 except StructuredOutputError as exc:
                     entry.notes.append(f"structured report failed ({exc.last_error}); writing free text")

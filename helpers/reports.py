@@ -76,3 +76,41 @@ def render_report(report: BaseModel) -> str:
 
 def render_answer(answer: BaseModel) -> str:
     return f"{clean_text(answer.answer)} {_cite(answer.sources)}".strip()
+
+
+# -- citation check --------------------------------------------------------------------
+_STOPWORDS = set("""the and for with that this from were was have has had its into over their they them than then
+also which when what who how been being more most some such only other about after before during while where
+there these those would could should will shall show simpsons""".split())
+
+
+def _content_words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z0-9']{3,}", text.lower()) if w not in _STOPWORDS}
+
+
+def support(text: str, passage: str) -> float:
+    """Share of the content words of ``text`` that also appear in ``passage`` (0 to 1)."""
+    words = _content_words(text)
+    return len(words & _content_words(passage)) / len(words) if words else 0.0
+
+
+def check_point_sources(report: BaseModel, passages: list[str], floor: float = 0.3,
+                        ratio: float = 0.6) -> list[str]:
+    """Re-cite points whose cited passages do not hold their words (in place); return what was changed.
+
+    A point keeps the cited sources whose word overlap reaches ``ratio`` of the best-matching
+    passage's; if none does, and the best one holds at least ``floor`` of the point's words,
+    the point cites that one instead.  Small models often cite [1] for everything."""
+    changes = []
+    for section in report.sections:
+        for point in section.points:
+            scores = [support(point.text, passage) for passage in passages]
+            best = max(range(len(scores)), key=scores.__getitem__, default=None)
+            if best is None or scores[best] < floor:
+                continue
+            kept = [n for n in point.sources if 1 <= n <= len(scores) and scores[n - 1] >= ratio * scores[best]]
+            if not kept:
+                changes.append(f"re-cited [{best + 1}] instead of {_cite(point.sources)} "
+                               f"(word overlap {scores[best]:.2f}): {' '.join(point.text.split()[:8])}…")
+                point.sources = [best + 1]
+    return changes

@@ -228,3 +228,17 @@ def test_retrieval_limits_chunks_per_document(simpsons_kb):
     varied, step = retrieve(store, embedder, routes, k=5, max_per_document=1)
     assert len(varied) == len({h.source for h in varied}) == 4 > len({h.source for h in plain})  # 4 files
     assert step.inputs["max_per_document"] == 1
+
+
+def test_points_citing_the_wrong_passage_are_re_cited():
+    from helpers.reports import check_point_sources, report_schema
+
+    passages = ["Klasky Csupo animated the first three seasons; Film Roman took over in 1992.",
+                "Dan Castellaneta voices Homer and Julie Kavner voices Marge."]
+    report = report_schema(2).model_validate({"overview": "o", "sections": [{"heading": "h", "points": [
+        {"text": "Film Roman took over the animation from Klasky Csupo in 1992.", "sources": [2]},
+        {"text": "Julie Kavner voices Marge.", "sources": [2]},
+        {"text": "Nothing here matches anything.", "sources": [1]}]}]})
+    changes = check_point_sources(report, passages)
+    assert [point.sources for point in report.sections[0].points] == [[1], [2], [1]]
+    assert len(changes) == 1 and changes[0].startswith("re-cited [1] instead of [2]")
