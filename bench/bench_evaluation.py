@@ -6,7 +6,7 @@ agent on the Simpsons QA set (or any multi-hop corpus in the public format), and
 
 Runs resume: rows already in ``--out``/results.jsonl are not run again, so a long run can be
 stopped and continued.  With the 1.5B model a pipeline run takes minutes per question on 2 cores:
-use ``--limit`` for a first look (questions are taken one of each type in turn).
+use ``--limit`` for a first look (questions are taken one of each type in turn) or ``--types multi_hop``.
 
 Usage: python bench/bench_evaluation.py [--fast] [--limit N] [--strategies naive,deepsearcher:1,...]
        [--questions data/qa/simpsons_qa.jsonl] [--corpus data/collections.json] [--out DIR]
@@ -18,21 +18,9 @@ from pathlib import Path
 
 from common import BENCH_OUT, bench_config, table
 
-from helpers.evaluation import load_questions, prepare_corpus, run_evaluation
+from helpers.evaluation import QUESTION_TYPES, load_questions, prepare_corpus, run_evaluation, sample_by_type
 
 STRATEGIES = "naive,deepsearcher:1,deepsearcher:2,deepsearcher:3,deepsearch:8000,deepsearch:20000"
-TYPE_ORDER = ["multi_hop", "single", "unanswerable", "multi_part"]
-
-
-def one_of_each_type_in_turn(questions: list, limit: int | None) -> list:
-    if limit is None:
-        return questions
-    kinds = list(dict.fromkeys([*TYPE_ORDER, *(q.type for q in questions)]))
-    groups = [[q for q in questions if q.type == kind] for kind in kinds]
-    ordered = [group[i] for i in range(max(map(len, groups))) for group in groups if i < len(group)]
-    return ordered[:limit]
-
-
 def goal_lines(summary: dict) -> list[str]:
     lines = []
     naive = summary.get("naive")
@@ -57,6 +45,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--fast", action="store_true", help="the 0.5B model instead of the 1.5B default")
     parser.add_argument("--limit", type=int, help="at most N questions, one of each type in turn")
+    parser.add_argument("--types", help=f"only these question types, comma-separated ({','.join(QUESTION_TYPES)})")
     parser.add_argument("--strategies", default=STRATEGIES)
     parser.add_argument("--questions", default="data/qa/simpsons_qa.jsonl")
     parser.add_argument("--corpus", default="data/collections.json",
@@ -69,7 +58,8 @@ def main() -> None:
     out = Path(args.out) if args.out else BENCH_OUT / "evaluation" / model / Path(args.questions).stem
     config = bench_config(fast=args.fast, **{"vector_db.uri": str(out.resolve() / "milvus.db")})  # its own corpus
     prepare_corpus(config.resolve_path(args.corpus), config)
-    questions = one_of_each_type_in_turn(load_questions(config.resolve_path(args.questions)), args.limit)
+    questions = sample_by_type(load_questions(config.resolve_path(args.questions)), args.limit,
+                               args.types.split(",") if args.types else None)
     strategies = args.strategies.split(",")
     summary = run_evaluation(questions, strategies, config, out, ks=(2, 5), judge=args.judge)
 

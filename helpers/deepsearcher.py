@@ -181,10 +181,11 @@ def filter_relevant(llm: LLM, question: str, hits: list[Hit], method: str = "bat
         if below:
             entry.notes.append(f"{len(below)} chunk(s) under the score threshold {threshold}")
         kept = candidates
-        sure = [h for h in candidates if accept is not None and h.similarity >= accept] if method == "batch" else []
+        sure = ({h.id for h in candidates if accept is not None and h.similarity >= accept}
+                if method == "batch" else set())
         if sure:
             entry.notes.append(f"{len(sure)} chunk(s) scoring at least {accept} kept without asking")
-        asked = [h for h in candidates if h not in sure]
+        asked = [h for h in candidates if h.id not in sure]
         if method == "batch" and asked:
             entry.messages = [{"role": "user", "content": render(
                 "relevance_batch", template, question=question,
@@ -194,7 +195,7 @@ def filter_relevant(llm: LLM, question: str, hits: list[Hit], method: str = "bat
                 entry.raw = reply.raw
                 chosen = {n for n in reply.value.relevant if 1 <= n <= len(asked)}
                 judged = {h.id for n, h in enumerate(asked, start=1) if n in chosen}
-                kept = [h for h in candidates if h in sure or h.id in judged]
+                kept = [h for h in candidates if h.id in sure or h.id in judged]
             except StructuredOutputError as exc:
                 entry.raw = exc.raw_replies[-1] if exc.raw_replies else ""
                 entry.notes.append(f"relevance check failed ({exc.last_error}); kept every candidate")

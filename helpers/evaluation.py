@@ -76,6 +76,22 @@ def load_questions(path: str | Path) -> list[EvalQuestion]:
     return questions
 
 
+QUESTION_TYPES = ["multi_hop", "single", "unanswerable", "multi_part"]  # the order sample_by_type takes them in
+
+
+def sample_by_type(questions: list[EvalQuestion], limit: int | None = None,
+                   types: list[str] | None = None) -> list[EvalQuestion]:
+    """Questions of the given types (all by default), one of each type in turn, at most ``limit``."""
+    if types:
+        questions = [q for q in questions if q.type in types]
+    if limit is None:
+        return list(questions)
+    kinds = list(dict.fromkeys([*QUESTION_TYPES, *(q.type for q in questions)]))
+    groups = [[q for q in questions if q.type == kind] for kind in kinds]
+    ordered = [group[i] for i in range(max(map(len, groups), default=0)) for group in groups if i < len(group)]
+    return ordered[:limit]
+
+
 def prepare_corpus(corpus: str | Path, config: Config) -> list[str]:
     """Ingest a manifest (``collections.json``) or a ``{"title","text"}`` corpus; return collection names."""
     corpus = Path(corpus)

@@ -84,14 +84,14 @@ also which when what who how been being more most some such only other about aft
 there these those would could should will shall show simpsons""".split())
 
 
-def _content_words(text: str) -> set[str]:
+def content_words(text: str) -> set[str]:
     return {w for w in re.findall(r"[a-z0-9']{3,}", text.lower()) if w not in _STOPWORDS}
 
 
 def support(text: str, passage: str) -> float:
     """Share of the content words of ``text`` that also appear in ``passage`` (0 to 1)."""
-    words = _content_words(text)
-    return len(words & _content_words(passage)) / len(words) if words else 0.0
+    words = content_words(text)
+    return len(words & content_words(passage)) / len(words) if words else 0.0
 
 
 def check_point_sources(report: BaseModel, passages: list[str], floor: float = 0.3,

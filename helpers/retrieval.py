@@ -68,8 +68,9 @@ def at_most_per_document(hits: list[Hit], limit: int) -> list[Hit]:
     counts: dict[tuple[str, str], int] = {}
     kept = []
     for hit in hits:
-        counts[_document(hit)] = counts.get(_document(hit), 0) + 1
-        if counts[_document(hit)] <= limit:
+        document = _document(hit)
+        counts[document] = counts.get(document, 0) + 1
+        if counts[document] <= limit:
             kept.append(hit)
     return kept
 

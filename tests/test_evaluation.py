@@ -8,7 +8,7 @@ import pytest
 import helpers.evaluation as evaluation
 from helpers.config import PROJECT_ROOT
 from helpers.evaluation import (EvalQuestion, answer_matches, load_questions, parse_strategy, recall_at_k,
-                                run_evaluation, summarise)
+                                run_evaluation, sample_by_type, summarise)
 from helpers.trace import Result
 
 SAMPLE = PROJECT_ROOT / "data" / "multihop_sample"
@@ -49,6 +49,15 @@ def test_strategy_specs():
     assert parse_strategy("deepsearch:8000")[2] == {"agent.token_budget": 8000}
     with pytest.raises(ValueError):
         parse_strategy("naive:3")
+
+
+def test_sampling_takes_one_question_of_each_type_in_turn():
+    questions = [EvalQuestion(str(i), "?", "x", type=kind)
+                 for i, kind in enumerate(["single", "single", "multi_hop", "unanswerable", "multi_hop", "other"])]
+    assert [q.id for q in sample_by_type(questions, 4)] == ["2", "0", "3", "5"]   # the known types first, in order
+    assert [q.id for q in sample_by_type(questions, 5)][-1] == "4"                # then the second of each type
+    assert [q.id for q in sample_by_type(questions, None, ["multi_hop"])] == ["2", "4"]
+    assert len(sample_by_type(questions)) == 6 and sample_by_type(questions, 3, ["missing"]) == []
 
 
 def test_summary_means_and_failures():
