@@ -135,6 +135,25 @@ def route(llm: LLM, subquery: str, collections: dict[str, str], iteration: int =
     return routes, trace[0]
 
 
+def check_route(store: VectorStore, embedder: Embedder, subquery: str, routes: list[tuple[str, str]],
+                collections: dict[str, str]) -> tuple[list[tuple[str, str]], str]:
+    """Check the router's choice against the data: add the collection holding the chunk that
+    matches ``subquery`` best when the model chose others (small models often pick one collection
+    for everything).  A choice of no collection at all is left alone.  Returns the routes and a
+    note for the trace (empty when nothing was added)."""
+    if not routes:
+        return routes, ""
+    probes = search_collections(store, embedder, subquery, list(collections), k=1)
+    if not probes:
+        return routes, ""
+    best = max(probes, key=lambda hit: hit.similarity)
+    if best.collection in {name for name, _ in routes}:
+        return routes, ""
+    return [*routes, (best.collection, subquery)], (
+        f"route check: added '{best.collection}', whose best chunk matches the sub-query most "
+        f"closely (similarity {best.similarity:.2f})")
+
+
 # -- retrieve -------------------------------------------------------------------
 def retrieve(store: VectorStore, embedder: Embedder, routes: list[tuple[str, str]], k: int = 5,
              mode: str = "dense", iteration: int = 0, max_per_document: int = 0) -> tuple[list[Hit], TraceStep]:
@@ -372,6 +391,10 @@ def _search_loop(llm: LLM, question: str, config: Config, store: VectorStore, em
                     trace.append(TraceStep("budget", iteration, notes=["budget nearly spent: stop searching"]))
                     break
                 routes, step = route(llm, subquery, described, iteration)
+                if p.route_check:
+                    routes, note = check_route(store, embedder, subquery, routes, described)
+                    if note:
+                        step.notes.append(note)
                 trace.append(step)
                 hits, step = retrieve(store, embedder, routes, config.search.top_k, config.search.mode,
                                       iteration, config.search.max_per_document)
@@ -384,7 +407,10 @@ def _search_loop(llm: LLM, question: str, config: Config, store: VectorStore, em
                                                  iteration, accept=p.relevance_accept)
                 trace.append(step)
                 kept, unjudged = merge_hits(kept, relevant), []
-            if iteration == p.max_iter or _budget_low(llm, 3, reserve_prompt):
+            if iteration == p.max_iter:
+                break
+            if _budget_low(llm, 3, reserve_prompt):
+                trace.append(TraceStep("budget", iteration, notes=["budget nearly spent: no reflection, stop searching"]))
                 break
             pending, step = reflect(llm, question, asked, kept, iteration, deduper=deduper)
             trace.append(step)

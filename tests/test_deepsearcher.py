@@ -39,7 +39,7 @@ def scripted_run(kb, script, overrides=None, budget=None, **kwargs):
 
 
 def test_stops_when_reflection_finds_no_gap(simpsons_kb):
-    result, backend = scripted_run(simpsons_kb, {})
+    result, backend = scripted_run(simpsons_kb, {}, {"pipeline.route_check": False})
     assert backend.steps() == ["decompose", "route", "route", "relevance", "reflect", "synthesize"]
     assert result.answer == REPORT and not result.failed
     assert result.sources and result.sources[0].cited
@@ -110,6 +110,19 @@ def test_no_room_for_the_report_lists_the_passages(simpsons_kb):
     assert result.answer.startswith("The model budget ran out") and not result.failed
 
 
+def test_route_check_adds_the_best_matching_collection(simpsons_kb):
+    wrong = {"routes": [{"collection": "sourdough", "query": "who voices the characters"}]}
+    result, _ = scripted_run(simpsons_kb, {"decompose": {"queries": ["Which actors voice Homer and Marge Simpson?"]},
+                                           "route": wrong, "reflect": {"gaps": []}})
+    step = result.steps("route")[0]
+    assert "route check: added 'simpsons_characters'" in " ".join(step.notes)
+    assert [r["collection"] for r in result.steps("retrieve")[0].inputs["routes"]] == ["sourdough",
+                                                                                        "simpsons_characters"]
+    unchecked, _ = scripted_run(simpsons_kb, {"route": wrong}, {"pipeline.route_check": False})
+    assert not unchecked.steps("route")[0].notes
+    assert {r["collection"] for r in unchecked.steps("retrieve")[0].inputs["routes"]} == {"sourdough"}
+
+
 def test_routes_to_none_and_says_nothing_was_found(simpsons_kb):
     result, backend = scripted_run(simpsons_kb, {"route": {"routes": []}})
     assert "synthesize" not in backend.steps()      # no call: nothing to write from
@@ -121,7 +134,8 @@ def test_empty_collection_is_noted(simpsons_kb, tmp_path):
     if not store.has_collection("empty_notes"):
         store.create_collection("empty_notes", "Notes about nothing at all (empty)", get_embedder(config.embedding))
     try:
-        result, _ = scripted_run(simpsons_kb, {"route": {"routes": [{"collection": "empty_notes", "query": "x"}]}})
+        result, _ = scripted_run(simpsons_kb, {"route": {"routes": [{"collection": "empty_notes", "query": "x"}]}},
+                                 {"pipeline.route_check": False})
         notes = [n for t in result.steps("retrieve") for n in t.notes]
         assert any("empty_notes" in n and "empty" in n for n in notes)
         assert result.answer == NOTHING_FOUND
