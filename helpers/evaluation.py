@@ -173,7 +173,10 @@ def parse_strategy(spec: str) -> tuple[str, str, dict]:
     return spec, name, overrides
 
 
-def evaluate_one(question: EvalQuestion, spec: str, config: Config, ks: list[int], judge: bool) -> dict:
+def evaluate_one(question: EvalQuestion, spec: str, config: Config, ks: list[int], judge: bool,
+                 trace_dir: Path | None = None) -> dict:
+    """Run one strategy on one question and score it; with ``trace_dir`` the run's full trace is saved
+    there as ``<strategy>__<id>.json`` (load it with ``Result.load`` to see why a row scored as it did)."""
     label, name, overrides = parse_strategy(spec)
     run_config = config.model_copy(deep=True)
     for key, value in overrides.items():
@@ -194,6 +197,9 @@ def evaluate_one(question: EvalQuestion, spec: str, config: Config, ks: list[int
            "retrieved": retrieved_keys(result, question.gold_kind)}
     for k in ks:
         row[f"recall@{k}"] = recall_at_k(row["retrieved"], question.gold, k, question.gold_kind)
+    if trace_dir is not None:
+        trace_dir.mkdir(parents=True, exist_ok=True)
+        result.save(trace_dir / f"{label.replace(':', '-')}__{question.id}.json")
     if judge and not error:
         row["judge"], row["judge_reason"], row["judge_tokens"] = judge_answer(question, result.answer, config)
     return row
@@ -208,7 +214,8 @@ def _done(results_file: Path) -> set[tuple[str, str]]:
 
 def run_evaluation(questions: list[EvalQuestion], strategies: list[str], config: Config, out_dir: str | Path,
                    ks: tuple[int, ...] = (2, 5), judge: bool = False, progress: bool = True) -> dict:
-    """Run every strategy on every question (resuming), then write summary.json, results.csv and plots."""
+    """Run every strategy on every question (resuming), then write summary.json, results.csv and plots.
+    Each run's trace goes to ``traces/`` in ``out_dir``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     results_file = out / "results.jsonl"
@@ -217,7 +224,7 @@ def run_evaluation(questions: list[EvalQuestion], strategies: list[str], config:
     recalls: list[float] = []
     with tqdm(todo, desc="evaluate", unit="run", disable=not progress) as bar:
         for spec, question in bar:
-            row = evaluate_one(question, spec, config, list(ks), judge)
+            row = evaluate_one(question, spec, config, list(ks), judge, trace_dir=out / "traces")
             with results_file.open("a") as handle:
                 handle.write(json.dumps(row, ensure_ascii=False) + "\n")
             if row.get(f"recall@{ks[-1]}") is not None:

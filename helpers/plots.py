@@ -31,22 +31,47 @@ def plot_steps(result: Result, path: str | Path | None = None):
     return fig
 
 
+def _family(spec: str) -> tuple[str, int | None]:
+    """'deepsearcher:2' -> ('deepsearcher', 2); 'naive' -> ('naive', None)."""
+    name, _, setting = spec.partition(":")
+    return name, int(setting) if setting.isdigit() else None
+
+
 def plot_evaluation(summary: dict, path: str | Path | None = None):
-    """Recall@k per strategy (against mean prompt tokens) and the cost of each strategy."""
+    """Three panels: recall@k against the pipeline's rounds (naive RAG as dashed lines), recall@k against
+    mean tokens per question (one line per strategy family), and seconds and calls per strategy."""
     specs = list(summary)
     recall_keys = sorted({k for s in summary.values() for k in s if k.startswith("recall@") and " " not in k})
-    fig, (ax_recall, ax_cost) = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig, (ax_rounds, ax_tokens, ax_cost) = plt.subplots(1, 3, figsize=(16, 4.5))
+    colours = dict(zip(recall_keys, ["tab:blue", "tab:orange", "tab:green", "tab:red"]))
+    rounds = sorted((_family(s)[1], s) for s in specs if _family(s)[0] == "deepsearcher" and _family(s)[1])
     for key in recall_keys:
-        xs = [summary[s]["prompt_tokens"] + summary[s]["completion_tokens"] for s in specs]
-        ys = [summary[s][key] or 0 for s in specs]
-        ax_recall.plot(xs, ys, "o-", label=key)
-        for x, y, spec in zip(xs, ys, specs):
-            ax_recall.annotate(spec, (x, y), fontsize=8, xytext=(3, 3), textcoords="offset points")
-    ax_recall.set_xlabel("mean tokens per question")
-    ax_recall.set_ylabel("recall")
-    ax_recall.set_ylim(0, 1.05)
-    ax_recall.legend()
-    ax_recall.set_title("recall@k vs cost")
+        if rounds:
+            ax_rounds.plot([n for n, _ in rounds], [summary[s][key] or 0 for _, s in rounds], "o-",
+                           color=colours[key], label=f"pipeline {key}")
+        if "naive" in summary and summary["naive"].get(key) is not None:
+            ax_rounds.axhline(summary["naive"][key], color=colours[key], linestyle="--", label=f"naive {key}")
+    ax_rounds.set_xlabel("max_iter (rounds of the pipeline)")
+    ax_rounds.set_ylabel("recall")
+    ax_rounds.set_ylim(0, 1.05)
+    ax_rounds.set_title("recall@k vs rounds")
+    if rounds:
+        ax_rounds.set_xticks([n for n, _ in rounds])
+    ax_rounds.legend(fontsize=8)
+    families = list(dict.fromkeys(_family(s)[0] for s in specs))
+    markers = dict(zip(families, "osD^v*"))
+    for key in recall_keys[-1:]:  # the largest k, to keep the panel readable
+        for family in families:
+            mine = sorted((summary[s]["prompt_tokens"] + summary[s]["completion_tokens"], summary[s][key] or 0, s)
+                          for s in specs if _family(s)[0] == family)
+            ax_tokens.plot([x for x, _, _ in mine], [y for _, y, _ in mine], marker=markers[family], label=family)
+            for x, y, spec in mine:
+                ax_tokens.annotate(spec, (x, y), fontsize=8, xytext=(3, 3), textcoords="offset points")
+        ax_tokens.set_ylabel(key)
+    ax_tokens.set_xlabel("mean tokens per question")
+    ax_tokens.set_ylim(0, 1.05)
+    ax_tokens.set_title("recall vs tokens")
+    ax_tokens.legend(fontsize=8)
     positions = range(len(specs))
     ax_cost.bar(positions, [summary[s]["seconds"] for s in specs], color="tab:blue")
     ax_cost.set_xticks(list(positions), specs, rotation=30, ha="right")

@@ -89,6 +89,8 @@ def test_interrupted_run_resumes(monkeypatch, tmp_path, small_config):
     rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
     assert sorted(r["id"] for r in rows) == sorted(q.id for q in questions)
     assert summary["naive"]["questions"] == 3 and (tmp_path / "evaluation.png").exists()
+    saved = Result.load(tmp_path / "traces" / f"naive__{questions[0].id}.json")  # each run's trace is kept
+    assert saved.answer == "Hester Lindqvist"
 
 
 @pytest.mark.slow
