@@ -67,6 +67,7 @@ class PipelineConfig(BaseModel):
     max_calls: int = 20
     max_prompt_tokens: int = 15000
     max_subqueries: int = 4
+    subquery_focus: float = 0.5  # drop sub-queries less similar to the question than this share of the closest one
     route_check: bool = True  # also search the collection that matches a sub-query best when the router left it out
     relevance: Literal["batch", "per_chunk", "threshold", "none"] = "batch"
     relevance_threshold: float = 0.35  # cosine similarity: chunks under it are dropped without a model call

@@ -89,6 +89,29 @@ def decompose(llm: LLM, question: str, max_subqueries: int = 4, template: str | 
     return queries, trace[0]
 
 
+def similarities_to(embedder: Embedder, question: str, queries: list[str]) -> list[float]:
+    """Cosine similarity of each query to the question (the embedder returns unit vectors)."""
+    vectors = embedder.embed([question, *queries])
+    return [float(v @ vectors[0]) for v in vectors[1:]]
+
+
+def drop_off_topic(embedder: Embedder, question: str, queries: list[str],
+                   focus: float) -> tuple[list[str], list[dict]]:
+    """Keep the sub-queries that stay close to the question; return them and the dropped ones.
+
+    A sub-query is dropped when its embedding similarity to the question is under ``focus``
+    times that of the closest sub-query (0 keeps all).  Small models given the list of topics
+    sometimes add a query per topic, e.g. "sourdough bread baking" for a Simpsons question."""
+    if focus <= 0 or len(queries) < 2:
+        return queries, []
+    similarity = similarities_to(embedder, question, queries)
+    floor = focus * max(similarity)
+    kept = [q for q, s in zip(queries, similarity) if s >= floor]
+    dropped = [{"query": q, "similarity": round(s, 3), "floor": round(floor, 3)}
+               for q, s in zip(queries, similarity) if s < floor]
+    return kept, dropped
+
+
 # -- route ----------------------------------------------------------------------
 def route_schema(collections: list[str]) -> type[BaseModel]:
     """A schema whose collection field only admits the known names (the grammar enforces it)."""
@@ -381,6 +404,10 @@ def _search_loop(llm: LLM, question: str, config: Config, store: VectorStore, em
     unjudged: list[Hit] = []
     try:
         pending, step = decompose(llm, question, p.max_subqueries, collections=described)
+        pending, step.dropped = drop_off_topic(embedder, question, pending, p.subquery_focus)
+        if step.dropped:
+            step.notes.append(f"dropped {len(step.dropped)} sub-quer{'y' if len(step.dropped) == 1 else 'ies'} "
+                              f"far from the question (similarity under {step.dropped[0]['floor']})")
         trace.append(step)
         deduper = QueryDeduper(embedder, config.agent.dedup_threshold)
         deduper.remember([question, *pending])

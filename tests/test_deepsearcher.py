@@ -110,6 +110,16 @@ def test_no_room_for_the_report_lists_the_passages(simpsons_kb):
     assert result.answer.startswith("The model budget ran out") and not result.failed
 
 
+def test_off_topic_sub_queries_are_dropped(simpsons_kb):
+    queries = {"queries": ["Simpsons animation changes", "Simpsons voice cast changes", "sourdough starter feeding"]}
+    result, _ = scripted_run(simpsons_kb, {"decompose": queries})
+    step = result.steps("decompose")[0]
+    assert [d["query"] for d in step.dropped] == ["sourdough starter feeding"] and step.notes
+    assert [t.inputs["subquery"] for t in result.steps("route")] == queries["queries"][:2]
+    kept_all, _ = scripted_run(simpsons_kb, {"decompose": queries}, {"pipeline.subquery_focus": 0.0})
+    assert len(kept_all.steps("route")) == 3 and not kept_all.steps("decompose")[0].dropped
+
+
 def test_route_check_adds_the_best_matching_collection(simpsons_kb):
     wrong = {"routes": [{"collection": "sourdough", "query": "who voices the characters"}]}
     result, _ = scripted_run(simpsons_kb, {"decompose": {"queries": ["Which actors voice Homer and Marge Simpson?"]},
