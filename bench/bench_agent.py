@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from helpers.config import FAST_OVERRIDES, load_config  # noqa: E402
-from helpers.deepsearch_agent import run_deepsearch  # noqa: E402
-from helpers.trace import Result  # noqa: E402
+from helpers.results import Result  # noqa: E402
+from helpers.strategies.agent import run_agent  # noqa: E402
 
 MAIN_QUESTION = "How have The Simpsons changed over time?"
 QA_FILE = ROOT / "data" / "qa" / "simpsons_qa.jsonl"
@@ -62,13 +62,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"model {config.llm.model}, context {config.llm.context_size}, token budget "
           f"{config.agent.token_budget}, max steps {config.agent.max_steps}")
 
-    from helpers.ingest import ingest_manifest
+    from helpers.knowledge.ingest import ingest_manifest
     started = time.perf_counter()
     reports = ingest_manifest(config, progress=False)
     added = sum(r.chunks_added for r in reports)
     print(f"knowledge base ready in {time.perf_counter() - started:.1f}s ({added} chunks added)")
 
-    result = run_deepsearch(MAIN_QUESTION, config)
+    result = run_agent(MAIN_QUESTION, config)
     print(f"\n# {MAIN_QUESTION}\n")
     print(result.answer)
     print()
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         records = [json.loads(line) for line in QA_FILE.read_text().splitlines() if line.strip()][: args.questions]
         rows = []
         for record in records:
-            run = run_deepsearch(record["question"], config)
+            run = run_agent(record["question"], config)
             row = {"id": record["id"], **describe(run), "mentions_expected": mentions_expected(run.answer, record)}
             rows.append(row)
             print(json.dumps(row))

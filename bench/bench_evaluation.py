@@ -18,7 +18,7 @@ from pathlib import Path
 
 from common import BENCH_OUT, bench_config, table
 
-from helpers.evaluation import QUESTION_TYPES, load_questions, prepare_corpus, run_evaluation, sample_by_type
+from helpers.evaluation.harness import QUESTION_TYPES, load_questions, prepare_corpus, run_evaluation, sample_by_type
 
 STRATEGIES = "naive,deepsearcher:1,deepsearcher:2,deepsearcher:3,deepsearch:8000,deepsearch:20000"
 

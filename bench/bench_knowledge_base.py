@@ -22,11 +22,11 @@ import numpy as np
 from common import BENCH_OUT, bench_config, median_p95, table
 
 from helpers.config import PROJECT_ROOT
-from helpers.embeddings import get_embedder
-from helpers.ingest import ingest
-from helpers.loaders import expand_sources, load_source
-from helpers.chunking import chunk_documents
-from helpers.vectorstore import VectorStore
+from helpers.knowledge.chunking import chunk_documents
+from helpers.knowledge.embeddings import get_embedder
+from helpers.knowledge.ingest import ingest
+from helpers.knowledge.loaders import expand_sources, load_source
+from helpers.knowledge.vectorstore import VectorStore
 
 CORPUS = PROJECT_ROOT / "data" / "simpsons"
 

@@ -1,12 +1,12 @@
 """Model layer benchmark (issue: foundation).
 
-1. Overhead: prompt and generation tokens/s through ``helpers.llm`` vs raw
+1. Overhead: prompt and generation tokens/s through ``helpers.models.llm`` vs raw
    llama-cpp-python on the same prompt in the same run (goal: at most 5% slower).
 2. Structured output: success rate on the first try and after retries over a
    fixed set of decomposition / routing / reflection prompts, per model
    (goal: 100% valid after retries with the 1.5B model).
 3. Constrained decoding speed: generation tokens/s with the grammar checked on
-   the chosen token (``helpers.grammar_sampling``) vs llama-cpp-python's own
+   the chosen token (``helpers.models.grammar_sampling``) vs llama-cpp-python's own
    full-vocabulary grammar pass, greedy, same prompts, same run; and whether
    the two produced the same text.
 
@@ -20,11 +20,11 @@ import json
 import time
 
 from common import bench_config, table
-
-from helpers.deepsearcher import Gaps, SubQueries, route_schema
-from helpers.errors import StructuredOutputError
-from helpers.llm import LLM, get_backend
 from llama_cpp import Llama, LlamaGrammar
+
+from helpers.errors import StructuredOutputError
+from helpers.models.llm import LLM, get_backend
+from helpers.strategies.pipeline import Gaps, SubQueries, route_schema
 
 PROMPT = ("Write a short paragraph on how animated television production changed when studios moved "
           "from hand-painted cels to digital ink and paint. " * 4)

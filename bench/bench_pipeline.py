@@ -17,10 +17,10 @@ import re
 
 from common import BENCH_OUT, bench_config, table
 
-from helpers.deepsearcher import run_deepsearcher, run_naive
 from helpers.demo import DEMO_QUESTION, SEED_RUN
-from helpers.ingest import ingest_manifest
-from helpers.llm import get_backend
+from helpers.knowledge.ingest import ingest_manifest
+from helpers.models.llm import get_backend
+from helpers.strategies.pipeline import run_naive, run_pipeline
 
 THEMES = {
     "humour/storytelling": r"humou?r|storytell|joke|satir|golden age|episode plots?|zombie simpsons|jerkass",
@@ -42,7 +42,7 @@ def main() -> None:
     ingest_manifest(config, progress=False)
     get_backend(config.llm)  # load the model before timing
     rows = []
-    for name, run in (("naive", run_naive), ("deepsearcher", run_deepsearcher)):
+    for name, run in (("naive", run_naive), ("deepsearcher", run_pipeline)):
         result = run(DEMO_QUESTION, config)
         (BENCH_OUT / f"report_{name}.md").write_text(result.report_markdown())
         result.save(BENCH_OUT / f"trace_{name}.json")

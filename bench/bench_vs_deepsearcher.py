@@ -21,7 +21,7 @@ How the original is run
   the retrieved chunks, the answer, every LLM call with the server's token
   usage, the time and any exception.
 
-Both sides are scored here with the same functions (``helpers.evaluation``):
+Both sides are scored here with the same functions (``helpers.evaluation.harness``):
 recall@k per DeepSearcher's published protocol (share of gold titles among the
 first k distinct retrieved titles; sources for the Simpsons set) and answer
 containment.  For the original, "retrieved" is what its agent hands to the
@@ -57,11 +57,11 @@ from typing import Iterator
 from common import BENCH_OUT, bench_config, table
 
 from helpers.config import Config
-from helpers.evaluation import (EvalQuestion, answer_matches, load_questions, prepare_corpus, recall_at_k,
-                                run_evaluation, summarise)
-from helpers.ingest import read_manifest
-from helpers.llm import available_cores
-from helpers.model_files import resolve_gguf
+from helpers.evaluation.harness import (EvalQuestion, answer_matches, load_questions, prepare_corpus, recall_at_k,
+                                        run_evaluation, summarise)
+from helpers.knowledge.ingest import read_manifest
+from helpers.models.llm import available_cores
+from helpers.models.model_files import resolve_gguf
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -356,7 +356,7 @@ def main() -> None:
     parser.add_argument("--fast", action="store_true", help="the 0.5B model")
     parser.add_argument("--threads", type=int, help="llama.cpp threads for both sides (default: all cores)")
     parser.add_argument("--ours", default="naive,deepsearcher:1,deepsearcher:2,deepsearcher:3",
-                        help="our strategies (helpers.evaluation specs)")
+                        help="our strategies (helpers.evaluation.harness specs)")
     parser.add_argument("--original", default="naive,deepsearch:1,deepsearch:2,deepsearch:3",
                         help="the original's: naive, deepsearch:N, chainofrag:N, query:N (its RAG router)")
     parser.add_argument("--match-sampling", action="store_true",

@@ -1,8 +1,21 @@
-"""DeepSearch Lab helpers: the code the notebooks, the CLI and the tests import."""
-from .config import Config, load_config
-from .errors import DeepSearchLabError, StructuredOutputError
-from .llm import LLM, Budget, make_llm
-from .usage import UsageLedger
+"""DeepSearch Lab helpers: the code the notebooks, the CLI and the tests import.
+
+Layers, lowest first; a module imports only from its own layer or lower ones
+(``tests/test_layers.py`` checks it):
+
+1. ``config``, ``errors``, ``prompts``: settings, typed errors, prompt files
+2. ``models/``: chat backends, structured output, model files, usage ledger
+3. ``results``: the records every strategy shares (``Hit``, ``Source``, ``TraceStep``, ``Result``)
+4. ``knowledge/``: loaders, chunking, embeddings, the vector store, ingest, retrieval
+5. ``strategies/``: naive RAG, the pipeline, chain search, the agent, reports
+6. ``evaluation/``: the harness, benchmarks, plots
+7. ``lab/``: notebook tooling
+8. ``cli``, ``demo``, ``__main__``: entry points
+"""
+from helpers.config import Config, load_config
+from helpers.errors import DeepSearchLabError, StructuredOutputError
+from helpers.models.llm import LLM, Budget, make_llm
+from helpers.models.usage import UsageLedger
 
 __all__ = ["Budget", "Config", "DeepSearchLabError", "LLM", "StructuredOutputError",
            "UsageLedger", "load_config", "make_llm"]

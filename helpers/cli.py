@@ -6,8 +6,8 @@ import json
 import sys
 from typing import Callable
 
-from .config import FAST_OVERRIDES, load_config
-from .errors import DeepSearchLabError
+from helpers.config import FAST_OVERRIDES, load_config
+from helpers.errors import DeepSearchLabError
 
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable]] = {}
 
@@ -23,7 +23,7 @@ def command(name: str, help_text: str, arguments: Callable[[argparse.ArgumentPar
 @command("models", "assemble and verify the catalogue GGUF models (setup runs this)",
          lambda p: p.add_argument("names", nargs="*", help="catalogue names (default: all)"))
 def _models(args: argparse.Namespace) -> None:
-    from .model_files import CATALOGUE, ensure_model
+    from helpers.models.model_files import CATALOGUE, ensure_model
     for name in args.names or list(CATALOGUE):
         path = ensure_model(name)
         print(f"{name:<22} {path} ({path.stat().st_size / 2**20:.0f} MiB, sha256 verified)")
@@ -36,7 +36,7 @@ def _chat_args(p: argparse.ArgumentParser) -> None:
 
 @command("chat", "one chat call through the configured backend, with its usage table", _chat_args)
 def _chat(args: argparse.Namespace) -> None:
-    from .llm import make_llm
+    from helpers.models.llm import make_llm
     llm = make_llm(load_config(overrides=_overrides(args)))
     print(llm.chat([{"role": "user", "content": args.prompt}], step="chat"))
     print()
@@ -54,7 +54,7 @@ def _ingest_args(p: argparse.ArgumentParser) -> None:
 @command("ingest", "ingest sources into a described collection (default: the Simpsons knowledge base)",
          _ingest_args)
 def _ingest(args: argparse.Namespace) -> None:
-    from .ingest import ingest, ingest_manifest
+    from helpers.knowledge.ingest import ingest, ingest_manifest
     config = load_config()
     if not args.sources:
         reports = ingest_manifest(config, force=args.force)
@@ -69,7 +69,7 @@ def _ingest(args: argparse.Namespace) -> None:
 
 @command("collections", "list collections with descriptions, counts and embedding model")
 def _collections(args: argparse.Namespace) -> None:
-    from .vectorstore import open_store
+    from helpers.knowledge.vectorstore import open_store
     infos = open_store(load_config()).describe_all()
     if not infos:
         print("no collections yet: run `python -m helpers ingest`")
@@ -88,8 +88,8 @@ def _search_args(p: argparse.ArgumentParser) -> None:
 
 @command("search", "search collections and print hits with scores and sources", _search_args)
 def _search(args: argparse.Namespace) -> None:
-    from .embeddings import get_embedder
-    from .vectorstore import open_store
+    from helpers.knowledge.embeddings import get_embedder
+    from helpers.knowledge.vectorstore import open_store
     config = load_config()
     store = open_store(config)
     embedder = get_embedder(config.embedding)
@@ -108,7 +108,7 @@ def _search(args: argparse.Namespace) -> None:
 
 def _query_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("question")
-    p.add_argument("--strategy", choices=["naive", "deepsearcher", "deepsearch"], default="deepsearcher")
+    p.add_argument("--strategy", choices=["naive", "deepsearcher", "chain", "deepsearch"], default="deepsearcher")
     p.add_argument("--max-iter", type=int, help="DeepSearcher loop iterations (default from config)")
     p.add_argument("--token-budget", type=int, help="DeepSearch agent token budget (default from config)")
     p.add_argument("--fast", action="store_true", help="the small model and small budgets")
@@ -125,10 +125,10 @@ def _overrides(args: argparse.Namespace) -> dict:
     return overrides
 
 
-@command("query", "answer a question with naive RAG, the DeepSearcher pipeline or the DeepSearch agent",
+@command("query", "answer a question with naive RAG, the DeepSearcher pipeline, chain search or the agent",
          _query_args)
 def _query(args: argparse.Namespace) -> None:
-    from .strategies import run_strategy
+    from helpers.strategies.registry import run_strategy
     config = load_config(overrides=_overrides(args))
     result = run_strategy(args.strategy, args.question, config)
     if args.trace:
@@ -150,33 +150,61 @@ def _demo_args(p: argparse.ArgumentParser) -> None:
 @command("demo", "the Simpsons demo: ingest if needed, ask the question, write report, trace and plot",
          _demo_args)
 def _demo(args: argparse.Namespace) -> None:
-    from .demo import run_demo
+    from helpers.demo import run_demo
     run_demo(load_config(overrides=_overrides(args)), args.out)
 
 
 def _eval_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--benchmark", choices=["2wiki"], help="a public benchmark shipped in data/ "
+                   "(2wiki: 6,119 Wikipedia paragraphs, 200 dev questions); replaces --corpus/--questions")
     p.add_argument("--corpus", default="data/collections.json",
                    help="a collections manifest or a JSON corpus of {title, text} paragraphs")
     p.add_argument("--questions", default="data/qa/simpsons_qa.jsonl")
-    p.add_argument("--strategies", default="naive,deepsearcher:1,deepsearcher:2,deepsearcher:3",
-                   help="comma-separated: naive, deepsearcher[:max_iter], deepsearch[:token_budget]")
+    p.add_argument("--strategies", default=None,
+                   help="comma-separated name[:parameter][/mode]: naive, deepsearcher[:max_iter], chain[:max_hops], "
+                        "deepsearch[:token_budget]; /dense or /hybrid sets the search mode "
+                        "(default: naive,deepsearcher:1,deepsearcher:2,deepsearcher:3; with --benchmark "
+                        "naive,chain,deepsearcher:1)")
     p.add_argument("--k", default="2,5", help="recall cut-offs")
-    p.add_argument("--limit", type=int, help="only the first N questions")
+    p.add_argument("--limit", type=int, help="at most N questions, taking each question type in turn")
     p.add_argument("--judge", action="store_true", help="also ask the LLM judge (reported separately)")
+    p.add_argument("--why-missed", action="store_true",
+                   help="print, per strategy, why gold titles were missed (never retrieved / dropped / ranked below k)")
     p.add_argument("--fast", action="store_true", help="the small model and small budgets")
-    p.add_argument("--out", default="outputs/eval")
+    p.add_argument("--out", default=None, help="output folder (default outputs/eval, or outputs/eval-<benchmark>)")
 
 
 @command("eval", "evaluate strategies: recall@k, accuracy, calls, tokens, time (resumable)", _eval_args)
 def _eval(args: argparse.Namespace) -> None:
-    from .evaluation import load_questions, prepare_corpus, run_evaluation
-    out = load_config().resolve_path(args.out)
+    from helpers.evaluation.harness import (BENCHMARKS, load_questions, miss_table, parse_strategy, prepare_corpus,
+                                            read_rows, run_evaluation, sample_by_type)
+    base = load_config()
+    if args.benchmark:
+        corpus, questions_file = BENCHMARKS[args.benchmark]
+        default_strategies = "naive,chain,deepsearcher:1"
+    else:
+        corpus, questions_file = base.resolve_path(args.corpus), base.resolve_path(args.questions)
+        default_strategies = "naive,deepsearcher:1,deepsearcher:2,deepsearcher:3"
+    strategies = (args.strategies or default_strategies).split(",")
+    try:
+        for spec in strategies:
+            parse_strategy(spec)
+        ks = tuple(int(k) for k in args.k.split(","))
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    if args.limit is not None and args.limit < 1:
+        raise SystemExit("error: --limit must be at least 1")
+    questions = sample_by_type(load_questions(questions_file), args.limit)  # read before the long ingest
+    out = base.resolve_path(args.out or ("outputs/eval" + (f"-{args.benchmark}" if args.benchmark else "")))
     config = load_config(overrides={**_overrides(args), "vector_db.uri": str(out / "milvus.db")})
-    prepare_corpus(config.resolve_path(args.corpus), config)
-    questions = load_questions(config.resolve_path(args.questions))[: args.limit]
-    ks = tuple(int(k) for k in args.k.split(","))
-    summary = run_evaluation(questions, args.strategies.split(","), config, out, ks, judge=args.judge)
+    prepare_corpus(corpus, config)
+    summary = run_evaluation(questions, strategies, config, out, ks, judge=args.judge)
     print(json.dumps(summary, indent=2))
+    if args.why_missed:
+        print("\nwhy gold titles were missed (at k = %d):" % max(ks))
+        ids = {q.id for q in questions}
+        for line in miss_table([r for r in read_rows(out / "results.jsonl") if r["id"] in ids]):
+            print("  " + ", ".join(f"{key}: {value}" for key, value in line.items()))
     print(f"written: {out}/results.jsonl, results.csv, summary.json, evaluation.png")
 
 
@@ -189,7 +217,7 @@ def _notebooks_args(p: argparse.ArgumentParser) -> None:
 
 @command("notebooks", "execute the notebooks and write executed copies and HTML", _notebooks_args)
 def _notebooks(args: argparse.Namespace) -> None:
-    from .notebook_support import execute_notebooks
+    from helpers.lab.notebooks import execute_notebooks
     runs = execute_notebooks(args.names or None, load_config().resolve_path(args.out), args.timeout,
                              fast=args.fast or None)
     if not all(run.ok for run in runs):

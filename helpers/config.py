@@ -17,7 +17,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from .errors import ConfigError
+from helpers.errors import ConfigError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG_FILE = PROJECT_ROOT / "deepsearch.yaml"
@@ -74,7 +74,17 @@ class PipelineConfig(BaseModel):
     relevance_accept: float = 0.65  # batch method: chunks at or above it are kept without asking the model
     synthesis_chunks: int = 12
     synthesis_style: Literal["structured", "prose"] = "structured"
+    answer: Literal["report", "short"] = "report"  # a report with sections, or a short answer (evaluation)
     report_max_tokens: int = 1024  # reply limit for the final report (longer than other replies)
+
+
+class ChainConfig(BaseModel):
+    max_hops: int = 4  # model reads of search results; each may ask one follow-up search
+    hop_passages: int = 3  # new passages of each search shown to the model
+    passage_chars: int = 500  # each shown passage is cut to this many characters
+    dedup_threshold: float = 0.9  # a follow-up this similar to an earlier search ends the chain
+    max_calls: int = 8
+    max_prompt_tokens: int = 8000
 
 
 class AgentConfig(BaseModel):
@@ -94,6 +104,7 @@ class Config(BaseModel):
     chunking: ChunkingConfig = ChunkingConfig()
     search: SearchConfig = SearchConfig()
     pipeline: PipelineConfig = PipelineConfig()
+    chain: ChainConfig = ChainConfig()
     agent: AgentConfig = AgentConfig()
 
     def resolve_path(self, value: str) -> Path:
@@ -161,6 +172,17 @@ def _env_overrides(environ: dict[str, str]) -> dict[str, str]:
                 "MILVUS_URI. For a Milvus Lite directory set DSL_MILVUS_URI or vector_db.uri instead.")
         overrides[key] = environ[var]
     return overrides
+
+
+def with_overrides(config: Config, overrides: dict[str, Any]) -> Config:
+    """A validated copy of ``config`` with dotted ``overrides`` applied (``{"search.top_k": 3}``)."""
+    tree = config.model_dump()
+    for key, value in overrides.items():
+        _set_dotted(tree, key, value)
+    try:
+        return Config.model_validate(tree)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid override(s) {overrides}:\n{exc}") from exc
 
 
 def load_config(

@@ -7,11 +7,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from .config import Config
-from .deepsearcher import run_deepsearcher
-from .ingest import ingest_manifest
-from .plots import plot_steps
-from .trace import Result
+from helpers.config import Config
+from helpers.evaluation.plots import plot_steps
+from helpers.knowledge.ingest import ingest_manifest
+from helpers.results import Result
+from helpers.strategies.pipeline import run_pipeline
 
 DEMO_QUESTION = "How have The Simpsons changed over time?"
 # the seed blog's reference run (DeepSeek-R1 on SambaNova), for comparison
@@ -26,7 +26,7 @@ def run_demo(config: Config, out: str | Path = "outputs/simpsons", question: str
         print("  " + report.summary().replace("\n", "\n  "))
     print(f"\nModel: {config.llm.model} ({config.llm.provider}); question: {question}\n")
     started = time.perf_counter()
-    result = run_deepsearcher(question, config)
+    result = run_pipeline(question, config)
     (out_dir / "report.md").write_text(result.report_markdown())
     result.save(out_dir / "trace.json")
     plot_steps(result, out_dir / "steps.png")

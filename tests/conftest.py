@@ -23,15 +23,15 @@ def small_config():
 
 @pytest.fixture(scope="session")
 def small_backend(small_config):
-    from helpers.llm import get_backend
+    from helpers.models.llm import get_backend
     return get_backend(small_config.llm)
 
 
 @pytest.fixture(scope="session")
 def simpsons_kb(tmp_path_factory):
     """The Simpsons knowledge base ingested into a fresh Milvus Lite directory (once per test session)."""
-    from helpers.ingest import ingest_manifest
-    from helpers.vectorstore import open_store
+    from helpers.knowledge.ingest import ingest_manifest
+    from helpers.knowledge.vectorstore import open_store
     path = tmp_path_factory.mktemp("milvus") / "kb.db"
     config = load_config(overrides={"vector_db.uri": str(path), "llm.model": "qwen2.5-coder-0.5b",
                                     "llm.context_size": 4096, "llm.temperature": 0.0})

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Callable
 
-from helpers.llm import Completion
+from helpers.models.llm import Completion
 
 Reply = str | dict | list | Callable[[list[dict]], str | dict | list]
 

@@ -8,19 +8,19 @@ from types import SimpleNamespace
 
 import pytest
 from pydantic import ValidationError
-
-from helpers.agent_memory import AgentMemory, KnowledgeItem, QuestionQueue
-from helpers.config import load_config
-from helpers.deepsearch_agent import (action_schema, allowed_actions, cite_sources, drop_repeated_sentences,
-                                      has_substance, run_deepsearch, schema_actions)
-from helpers.embeddings import get_embedder
-from helpers.errors import BackendUnreachableError
-from helpers.evaluators import evaluate_answer, plan_checks
-from helpers.llm import LLM
-from helpers.query_dedup import QueryDeduper
-from helpers.retrieval import interleave
-from helpers.vectorstore import Hit
 from scripted import StepScriptedBackend
+
+from helpers.config import load_config
+from helpers.errors import BackendUnreachableError
+from helpers.knowledge.embeddings import get_embedder
+from helpers.knowledge.query_dedup import QueryDeduper
+from helpers.knowledge.retrieval import interleave
+from helpers.models.llm import LLM
+from helpers.results import Hit
+from helpers.strategies.agent import (action_schema, allowed_actions, cite_sources, drop_repeated_sentences,
+                                      has_substance, run_agent, schema_actions)
+from helpers.strategies.agent_memory import AgentMemory, KnowledgeItem, QuestionQueue
+from helpers.strategies.answer_checks import evaluate_answer, plan_checks
 
 QUESTION = "How did the ratings of The Simpsons change over time?"
 
@@ -101,7 +101,7 @@ def run_script(embedder, script, budget=6000, context_size=4096, **agent):
     config = load_config(overrides={"llm.max_tokens": 64, "search.top_k": 3, "agent.token_budget": budget,
                                     **{f"agent.{key}": value for key, value in agent.items()}})
     backend = StepScriptedBackend(script, context_size, tokens="words", message_overhead=6)
-    result = run_deepsearch(QUESTION, config, llm=LLM(backend, retries=1), store=FakeStore(), embedder=embedder)
+    result = run_agent(QUESTION, config, llm=LLM(backend, retries=1), store=FakeStore(), embedder=embedder)
     return result, backend
 
 
@@ -197,14 +197,15 @@ def test_repeated_search_is_dropped_then_search_is_masked_and_visit_reads_docume
               "rewrite": [json.dumps({"queries": ["simpsons ratings", "simpsons season one households"]})],
               "beast answer": [answer(GOOD_ANSWER, [1, 2])]}
     result, backend = run_script(embedder, script, max_steps=4)
-    searches = result.steps("search")
+    own, *searches = result.steps("search")
+    assert own.parsed["queries"] == [QUESTION] and own.iteration == 0  # the question itself, before step 1
     assert searches[0].parsed["queries"] == ["simpsons ratings", "simpsons season one households"]
     assert searches[1].parsed["queries"] == []  # the second request repeats the first search
     assert searches[1].dropped[0]["similar_to"] == "simpsons ratings"
     actions = backend.calls_for("action")
     assert "search" not in allowed_in(actions[2]["schema"])  # masked after a search that found nothing new
     visit = result.steps("visit")[0]
-    first_passage = searches[0].kept[0]  # passage [1], whose document the script asks to visit
+    first_passage = own.kept[0]  # passage [1], whose document the script asks to visit
     assert {hit["source"] for hit in visit.kept} == {first_passage["source"]}
     assert len(visit.kept) == len(DOCS[(first_passage["collection"], first_passage["source"])])
     assert "visit" not in allowed_in(backend.calls_for("beast answer")[0]["schema"])
@@ -229,7 +230,8 @@ def test_rejected_answer_becomes_a_bad_attempt_and_masks_answer_next_step(embedd
     assert "<bad-attempts>" in prompt and "search viewer numbers per decade" in prompt
     assert len(backend.calls_for("evaluate plan")) == 1  # the plan is made once per question
     assert result.settings["finish"] == "answer passed evaluation" and result.settings["bad_attempts"] == 1
-    assert result.answer.startswith("Ratings fell") and [s.cited for s in result.sources] == [True, True]
+    assert result.answer.startswith("Ratings fell") and [s.cited for s in result.sources][:2] == [True, True]
+    assert not any(s.cited for s in result.sources[2:])  # the rest of the evidence follows, not cited
 
 
 def test_checks_are_planned_per_question_run_one_by_one_and_stop_at_the_first_failure():
@@ -289,13 +291,15 @@ def test_broken_rewrite_and_action_replies_degrade(embedder):
     script = {"action": ["no json here", "still none", search("season 30 viewers")],
               "rewrite": ["no queries today", json.dumps({"queries": ["tram network closure decision"]})],
               "beast answer": [answer(GOOD_ANSWER, [1])]}
-    result, _ = run_script(embedder, script, max_steps=3)
+    result, _ = run_script(embedder, script, max_steps=4)
     first = result.steps("action")[0]
     assert any("doing 'search' instead" in note for note in first.notes)
     rewrites = result.steps("rewrite")
+    assert any("valid only at attempt 2" in note for note in rewrites[0].notes)
+    assert any("share no word with the request" in note for note in rewrites[0].notes)  # a copied example
     assert any("rewriting gave nothing usable" in note for note in rewrites[0].notes)
-    assert any("share no word with the request" in note for note in rewrites[1].notes)  # a copied example
-    assert [step.parsed["queries"] for step in result.steps("search")] == [[QUESTION], ["season 30 viewers"]]
+    # the question was searched before step 1, so searching it again finds nothing new
+    assert [step.parsed["queries"] for step in result.steps("search")] == [[QUESTION], [], ["season 30 viewers"]]
     assert result.answer and result.cited_sources
 
 
@@ -337,7 +341,7 @@ def test_a_backend_failure_is_reported_and_still_answered_from_memory(embedder):
     backend = DyingBackend({"action": [search("simpsons ratings")],
                             "rewrite": [json.dumps({"queries": ["simpsons ratings households"]})]},
                            4096, tokens="words", message_overhead=6)
-    result = run_deepsearch(QUESTION, config, llm=LLM(backend), store=FakeStore(), embedder=embedder)
+    result = run_agent(QUESTION, config, llm=LLM(backend), store=FakeStore(), embedder=embedder)
     assert result.error.startswith("BackendUnreachableError") and result.failed
     assert result.steps("fallback") and result.cited_sources
 
@@ -419,7 +423,7 @@ def test_real_model_run_finishes_within_budget_and_cites(simpsons_kb):
     config = config.model_copy(update={
         "agent": config.agent.model_copy(update={"token_budget": 6000, "max_steps": 4}),
         "llm": config.llm.model_copy(update={"max_tokens": 256})})
-    result = run_deepsearch("Who directed The Simpsons Movie?", config, store=store)
+    result = run_agent("Who directed The Simpsons Movie?", config, store=store)
     assert result.usage.total_tokens <= 6000
     assert result.settings["steps"] <= 4
     assert result.answer.strip() and result.cited_sources, result.to_json()[:3000]
@@ -427,5 +431,5 @@ def test_real_model_run_finishes_within_budget_and_cites(simpsons_kb):
 
 
 def _cited(text: str) -> set[int]:
-    from helpers.trace import cited_numbers
+    from helpers.results import cited_numbers
     return cited_numbers(text)

@@ -4,13 +4,13 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from helpers.deepsearcher import NOTHING_FOUND, retrieve, run_deepsearcher, run_naive
-from helpers.embeddings import get_embedder
-from helpers.ingest import ingest
-from helpers.llm import LLM, Budget
-from helpers.trace import Result
 from scripted import Seq, StepScriptedBackend
+
+from helpers.knowledge.embeddings import get_embedder
+from helpers.knowledge.ingest import ingest
+from helpers.models.llm import LLM, Budget
+from helpers.results import Result
+from helpers.strategies.pipeline import NOTHING_FOUND, retrieve, run_naive, run_pipeline
 
 QUESTION = "How have The Simpsons changed over time?"
 GOOD = {
@@ -33,7 +33,7 @@ def scripted_run(kb, script, overrides=None, budget=None, **kwargs):
     backend = StepScriptedBackend({**GOOD, **script})
     p = config.pipeline
     llm = LLM(backend, budget=budget or Budget(max_calls=p.max_calls, max_prompt_tokens=p.max_prompt_tokens))
-    result = run_deepsearcher(QUESTION, config, llm=llm, store=store, embedder=get_embedder(config.embedding),
+    result = run_pipeline(QUESTION, config, llm=llm, store=store, embedder=get_embedder(config.embedding),
                               **kwargs)
     return result, backend
 
@@ -43,7 +43,9 @@ def test_stops_when_reflection_finds_no_gap(simpsons_kb):
     assert backend.steps() == ["decompose", "route", "route", "relevance", "reflect", "synthesize"]
     assert result.answer == REPORT and not result.failed
     assert result.sources and result.sources[0].cited
-    assert all(s.collection == "simpsons_production" for s in result.sources)
+    own = result.steps("retrieve")[0]                  # the question itself, searched first
+    assert own.inputs["routes"][0]["query"] == QUESTION and own.kept
+    assert {h["id"] for h in own.kept} <= {s.chunk_id for s in result.sources}   # never dropped
 
 
 def test_stops_at_max_iter(simpsons_kb):
@@ -126,17 +128,18 @@ def test_route_check_adds_the_best_matching_collection(simpsons_kb):
                                            "route": wrong, "reflect": {"gaps": []}})
     step = result.steps("route")[0]
     assert "route check: added 'simpsons_characters'" in " ".join(step.notes)
-    assert [r["collection"] for r in result.steps("retrieve")[0].inputs["routes"]] == ["sourdough",
+    assert [r["collection"] for r in result.steps("retrieve")[1].inputs["routes"]] == ["sourdough",
                                                                                         "simpsons_characters"]
     unchecked, _ = scripted_run(simpsons_kb, {"route": wrong}, {"pipeline.route_check": False})
     assert not unchecked.steps("route")[0].notes
-    assert {r["collection"] for r in unchecked.steps("retrieve")[0].inputs["routes"]} == {"sourdough"}
+    assert {r["collection"] for r in unchecked.steps("retrieve")[1].inputs["routes"]} == {"sourdough"}
 
 
-def test_routes_to_none_and_says_nothing_was_found(simpsons_kb):
+def test_routes_to_none_still_answers_from_the_question_search(simpsons_kb):
     result, backend = scripted_run(simpsons_kb, {"route": {"routes": []}})
-    assert "synthesize" not in backend.steps()      # no call: nothing to write from
-    assert result.answer == NOTHING_FOUND and result.sources == []
+    assert len(result.steps("retrieve")) == 3 and not any(t.kept for t in result.steps("retrieve")[1:])
+    own = {h["id"] for h in result.steps("retrieve")[0].kept}
+    assert backend.steps()[-1] == "synthesize" and {s.chunk_id for s in result.sources} == own
 
 
 def test_empty_collection_is_noted(simpsons_kb, tmp_path):
@@ -144,11 +147,12 @@ def test_empty_collection_is_noted(simpsons_kb, tmp_path):
     if not store.has_collection("empty_notes"):
         store.create_collection("empty_notes", "Notes about nothing at all (empty)", get_embedder(config.embedding))
     try:
-        result, _ = scripted_run(simpsons_kb, {"route": {"routes": [{"collection": "empty_notes", "query": "x"}]}},
-                                 {"pipeline.route_check": False})
+        result, backend = scripted_run(simpsons_kb, {"route": {"routes": [{"collection": "empty_notes", "query": "x"}]}},
+                                       {"pipeline.route_check": False}, collections=["empty_notes"])
         notes = [n for t in result.steps("retrieve") for n in t.notes]
         assert any("empty_notes" in n and "empty" in n for n in notes)
-        assert result.answer == NOTHING_FOUND
+        assert "synthesize" not in backend.steps()      # no call: nothing to write from
+        assert result.answer == NOTHING_FOUND and result.sources == []
     finally:
         store.drop_collection("empty_notes")
 
@@ -212,7 +216,7 @@ def test_real_small_model_end_to_end(simpsons_kb):
     config = config.model_copy(deep=True)
     config.pipeline.max_iter, config.pipeline.max_calls, config.pipeline.max_prompt_tokens = 1, 8, 7000
     config.llm.max_tokens = 300
-    result = run_deepsearcher(QUESTION, config, store=store)
+    result = run_pipeline(QUESTION, config, store=store)
     assert not result.failed, result.error
     assert result.usage.calls <= 8 and result.usage.prompt_tokens <= 7000
     assert result.cited_sources, f"no valid citation in: {result.answer[:500]}"
@@ -228,8 +232,8 @@ def test_real_small_model_naive_baseline(simpsons_kb):
 
 
 def test_the_report_hears_from_every_collection_in_turn():
-    from helpers.retrieval import at_most_per_document, by_collection_in_turn
-    from helpers.vectorstore import Hit
+    from helpers.knowledge.retrieval import at_most_per_document, by_collection_in_turn
+    from helpers.results import Hit
 
     def hit(collection, n, similarity):
         return Hit(f"{collection}{n}", "text", similarity, collection, "s", "t", "", n)
@@ -255,7 +259,7 @@ def test_retrieval_limits_chunks_per_document(simpsons_kb):
 
 
 def test_points_citing_the_wrong_passage_are_re_cited():
-    from helpers.reports import check_point_sources, report_schema
+    from helpers.strategies.reports import check_point_sources, report_schema
 
     passages = ["Klasky Csupo animated the first three seasons; Film Roman took over in 1992.",
                 "Dan Castellaneta voices Homer and Julie Kavner voices Marge."]

@@ -5,11 +5,11 @@ import json
 
 import pytest
 
-import helpers.evaluation as evaluation
+import helpers.evaluation.harness as evaluation
 from helpers.config import PROJECT_ROOT
-from helpers.evaluation import (EvalQuestion, answer_matches, load_questions, parse_strategy, recall_at_k,
-                                run_evaluation, sample_by_type, summarise)
-from helpers.trace import Result
+from helpers.evaluation.harness import (EvalQuestion, answer_matches, load_questions, parse_strategy, recall_at_k,
+                                        run_evaluation, sample_by_type, summarise)
+from helpers.results import Result
 
 SAMPLE = PROJECT_ROOT / "data" / "multihop_sample"
 

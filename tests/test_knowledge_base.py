@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from helpers.config import PROJECT_ROOT, load_config
-from helpers.embeddings import Embedder, get_embedder
 from helpers.errors import EmbeddingMismatchError
-from helpers.ingest import ingest, ingest_manifest
-from helpers.retrieval import search_collections
-from helpers.vectorstore import VectorStore, open_store
+from helpers.knowledge.embeddings import Embedder, get_embedder
+from helpers.knowledge.ingest import ingest, ingest_manifest
+from helpers.knowledge.retrieval import search_collections
+from helpers.knowledge.vectorstore import VectorStore, open_store
 
 DATA = PROJECT_ROOT / "data"
 CHECKS = [json.loads(line) for line in (DATA / "qa" / "search_checks.jsonl").read_text().splitlines() if line.strip()]

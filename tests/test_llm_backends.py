@@ -20,8 +20,8 @@ import pytest
 from pydantic import BaseModel
 
 from helpers.errors import BackendUnreachableError, ModelNotFoundError
-from helpers.llm import LLM, OllamaBackend, OpenAIBackend
-from helpers.model_files import ensure_model
+from helpers.models.llm import LLM, OllamaBackend, OpenAIBackend
+from helpers.models.model_files import ensure_model
 
 FIXTURES = json.loads((Path(__file__).parent / "fixtures" / "ollama_exchanges.json").read_text())
 
@@ -176,6 +176,6 @@ def test_ollama_missing_model_and_unreachable_server():
 
 
 def test_missing_gguf_path_names_the_fix(tmp_path):
-    from helpers.model_files import resolve_gguf
+    from helpers.models.model_files import resolve_gguf
     with pytest.raises(ModelNotFoundError, match="catalogue name"):
         resolve_gguf(str(tmp_path / "nope.gguf"))

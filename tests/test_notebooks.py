@@ -21,9 +21,8 @@ import nbformat
 import pytest
 
 from helpers.config import PROJECT_ROOT
-from helpers.notebook_support import (DB_DIR_ENV, NOTEBOOK_DIR, check_citations, execute_notebook, kernel_env,
-                                      milvus_path, notebook_config, notebook_paths, renumber_citations,
-                                      venv_kernel_name)
+from helpers.lab.notebooks import (DB_DIR_ENV, NOTEBOOK_DIR, check_citations, execute_notebook, kernel_env, milvus_path,
+                                   notebook_config, notebook_paths, renumber_citations, venv_kernel_name)
 
 EXPECTED = [
     "00_setup_and_first_call", "01_knowledge_base", "02_decomposition", "03_routing",

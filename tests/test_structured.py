@@ -6,8 +6,8 @@ from pydantic import BaseModel
 from scripted import Seq, StepScriptedBackend
 
 from helpers.errors import StructuredOutputError
-from helpers.llm import LLM
-from helpers.structured import ReplyParseError, parse_reply
+from helpers.models.llm import LLM
+from helpers.models.structured import ReplyParseError, parse_reply
 
 
 class SubQueries(BaseModel):
@@ -81,7 +81,7 @@ def test_retries_are_bounded_then_typed_error_names_the_step():
 
 
 def test_report_rendering_drops_debris_echoed_headings_and_merges_sections():
-    from helpers.reports import render_report, report_schema
+    from helpers.strategies.reports import render_report, report_schema
 
     report = report_schema(3).model_validate({"overview": "It changed.", "sections": [
         {"heading": "Cast", "points": [{"text": "Cast", "sources": [1]}]},

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ModelNotFoundError
+from helpers.errors import ModelNotFoundError
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-from .trace import Result
+from helpers.results import Result
 
 
 def plot_steps(result: Result, path: str | Path | None = None):

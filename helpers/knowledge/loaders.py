@@ -15,7 +15,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config import PROJECT_ROOT
+from helpers.config import PROJECT_ROOT
 
 FILE_TYPES = {".md", ".markdown", ".txt", ".pdf", ".html", ".htm", ".json"}
 WEB_CACHE = PROJECT_ROOT / "data" / "cache" / "web"

@@ -10,7 +10,12 @@ Recall@k follows DeepSearcher's published protocol: the share of gold titles
 (or sources) among the first k *distinct* titles the run retrieved.
 
 Runs are resumable: each (strategy, question) row is appended to
-``results.jsonl`` as soon as it is done and skipped on the next run.
+``results.jsonl`` as soon as it is done and skipped on the next run (a line torn
+by a crash is set aside, and that row runs again).  A row that crashes is recorded
+as that row's failure, with the traceback in its trace file, and the run goes on.
+
+Every row also says why each gold title it missed was missed (``explain_misses``):
+never retrieved, retrieved then dropped by a step, or ranked below k.
 """
 from __future__ import annotations
 
@@ -19,19 +24,21 @@ import json
 import re
 import string
 import time
-from dataclasses import asdict, dataclass, field
+import traceback
+import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import BaseModel
 from tqdm.auto import tqdm
 
-from .config import Config
-from .errors import DeepSearchLabError, StructuredOutputError
-from .ingest import ingest, ingest_manifest
-from .llm import make_llm
-from .prompts import fence, render
-from .strategies import run_strategy
-from .trace import Result
+from helpers.config import PROJECT_ROOT, Config, with_overrides
+from helpers.errors import DeepSearchLabError, StructuredOutputError
+from helpers.knowledge.ingest import ingest, ingest_manifest
+from helpers.models.llm import make_llm
+from helpers.prompts import fence, render
+from helpers.results import Result
+from helpers.strategies.registry import run_strategy, strategy_name
 
 NOT_FOUND_PATTERNS = re.compile(
     r"not (?:in|contain|mention|cover|found|available|include)|no (?:information|mention|relevant)|"
@@ -76,7 +83,14 @@ def load_questions(path: str | Path) -> list[EvalQuestion]:
     return questions
 
 
-QUESTION_TYPES = ["multi_hop", "single", "unanswerable", "multi_part"]  # the order sample_by_type takes them in
+QUESTION_TYPES = ["multi_hop", "single", "unanswerable", "multi_part",  # the order sample_by_type takes them in
+                  "compositional", "comparison", "bridge_comparison", "inference"]
+MULTI_HOP_TYPES = ("multi_hop", "compositional", "bridge_comparison", "comparison", "inference")
+
+# public benchmarks shipped in data/ (name -> corpus, questions); see each folder's README for sources
+BENCHMARKS = {
+    "2wiki": (PROJECT_ROOT / "data" / "2wiki" / "corpus.json", PROJECT_ROOT / "data" / "2wiki" / "dev.json"),
+}
 
 
 def sample_by_type(questions: list[EvalQuestion], limit: int | None = None,
@@ -161,33 +175,75 @@ def judge_answer(question: EvalQuestion, answer: str, config: Config) -> tuple[s
 
 
 # -- runs ---------------------------------------------------------------------------
+STRATEGY_PARAMETER = {"deepsearcher": "pipeline.max_iter", "chain": "chain.max_hops",
+                      "deepsearch": "agent.token_budget"}
+
+
 def parse_strategy(spec: str) -> tuple[str, str, dict]:
-    """'naive', 'deepsearcher:2' (max_iter) or 'deepsearch:8000' (token budget) -> (label, name, overrides)."""
-    name, _, parameter = spec.partition(":")
+    """A strategy spec -> (label, name, config overrides).
+
+    ``name[:parameter][/mode]``: 'naive', 'deepsearcher:2' (max_iter), 'chain:3' (max_hops),
+    'deepsearch:8000' (token budget), and '/dense' or '/hybrid' for the search mode, e.g. 'naive/hybrid'."""
+    head, _, mode = spec.partition("/")
+    name, _, parameter = head.partition(":")
+    name = strategy_name(name)
     overrides: dict = {}
     if parameter:
-        key = {"deepsearcher": "pipeline.max_iter", "deepsearch": "agent.token_budget"}.get(name)
+        key = STRATEGY_PARAMETER.get(name)
         if key is None:
             raise ValueError(f"strategy '{name}' takes no parameter (got '{spec}')")
+        if not parameter.isdigit() or int(parameter) < 1:
+            raise ValueError(f"'{spec}': the parameter of '{name}' ({key}) must be a whole number of at least 1")
         overrides[key] = int(parameter)
+    if mode:
+        if mode not in ("dense", "hybrid"):
+            raise ValueError(f"'{spec}': the search mode after '/' must be 'dense' or 'hybrid'")
+        overrides["search.mode"] = mode
     return spec, name, overrides
+
+
+def explain_misses(result: Result, gold: list[str], k: int, kind: str = "title") -> dict[str, str]:
+    """For each gold key missing from the first k sources, why: 'never retrieved',
+    'dropped by <step>' (retrieved, then left out by that step) or 'ranked N' (found, below k)."""
+    ranked = retrieved_keys(result, kind)
+
+    def matches(key: str, g: str) -> bool:
+        return key == g if kind == "title" else key.endswith(g)
+
+    def key_of(hit: dict) -> str:
+        return hit.get("title", "") if kind == "title" else hit.get("source", "")
+
+    reasons = {}
+    for g in gold:
+        rank = next((n for n, key in enumerate(ranked, start=1) if matches(key, g)), None)
+        if rank is not None and rank <= k:
+            continue
+        if rank is not None:
+            reasons[g] = f"ranked {rank}"
+            continue
+        dropped_by = [step.step for step in result.trace if any(matches(key_of(h), g) for h in step.dropped)]
+        seen = any(matches(key_of(h), g) for step in result.trace for h in step.kept)
+        reasons[g] = f"dropped by {dropped_by[0]}" if dropped_by else ("dropped" if seen else "never retrieved")
+    return reasons
 
 
 def evaluate_one(question: EvalQuestion, spec: str, config: Config, ks: list[int], judge: bool,
                  trace_dir: Path | None = None) -> dict:
     """Run one strategy on one question and score it; with ``trace_dir`` the run's full trace is saved
-    there as ``<strategy>__<id>.json`` (load it with ``Result.load`` to see why a row scored as it did)."""
+    there as ``<strategy>__<id>.json`` (load it with ``Result.load`` to see why a row scored as it did).
+
+    Benchmark questions get short answers (``pipeline.answer: short``), not reports.  Any exception
+    becomes this row's failure (type and message in the row, the traceback in the trace file)."""
     label, name, overrides = parse_strategy(spec)
-    run_config = config.model_copy(deep=True)
-    for key, value in overrides.items():
-        section, field_name = key.split(".")
-        setattr(getattr(run_config, section), field_name, value)
+    run_config = with_overrides(config, {"pipeline.answer": "short", **overrides})
     started = time.perf_counter()
     try:
         result = run_strategy(name, question.question, run_config)
         error = result.error or ("" if result.answer.strip() else "empty answer")
-    except DeepSearchLabError as exc:
+    except Exception as exc:  # noqa: BLE001 - one crashing row must not end the evaluation
         result, error = Result(question.question, name), f"{type(exc).__name__}: {exc}"
+        result.error = error
+        result.settings["traceback"] = traceback.format_exc()
     row = {"strategy": label, "id": question.id, "type": question.type, "question": question.question,
            "answer": result.answer, "gold_answer": question.answer, "failed": bool(error), "error": error,
            "correct": answer_matches(result.answer, question) if not error else False,
@@ -197,30 +253,55 @@ def evaluate_one(question: EvalQuestion, spec: str, config: Config, ks: list[int
            "retrieved": retrieved_keys(result, question.gold_kind)}
     for k in ks:
         row[f"recall@{k}"] = recall_at_k(row["retrieved"], question.gold, k, question.gold_kind)
+    row["missed"] = explain_misses(result, question.gold, max(ks), question.gold_kind)
     if trace_dir is not None:
         trace_dir.mkdir(parents=True, exist_ok=True)
-        result.save(trace_dir / f"{label.replace(':', '-')}__{question.id}.json")
+        result.save(trace_dir / f"{label.replace(':', '-').replace('/', '-')}__{question.id}.json")
     if judge and not error:
         row["judge"], row["judge_reason"], row["judge_tokens"] = judge_answer(question, result.answer, config)
     return row
 
 
-def _done(results_file: Path) -> set[tuple[str, str]]:
+def read_rows(results_file: Path) -> list[dict]:
+    """The rows saved so far.  A last line torn by a crash is moved to ``<file>.torn`` (so the
+    row runs again) and a warning says so; a bad line elsewhere is an error naming it."""
     if not results_file.exists():
-        return set()
-    rows = [json.loads(line) for line in results_file.read_text().splitlines() if line.strip()]
-    return {(row["strategy"], row["id"]) for row in rows}
+        return []
+    lines = results_file.read_text().splitlines()
+    rows = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            if number < len(lines):
+                raise DeepSearchLabError(f"{results_file}, line {number}: not a JSON row ({exc.msg}). "
+                                         "Delete that line (its run will be repeated) and re-run.") from exc
+            torn = results_file.with_suffix(".torn")
+            torn.write_text(line + "\n")
+            results_file.write_text("".join(f"{kept}\n" for kept in lines[:-1]))
+            warnings.warn(f"{results_file}: the last line was torn (an interrupted write); moved it to "
+                          f"{torn.name}, and that run will be repeated")
+    return rows
+
+
+def _done(results_file: Path) -> set[tuple[str, str]]:
+    return {(row["strategy"], row["id"]) for row in read_rows(results_file)}
 
 
 def run_evaluation(questions: list[EvalQuestion], strategies: list[str], config: Config, out_dir: str | Path,
                    ks: tuple[int, ...] = (2, 5), judge: bool = False, progress: bool = True) -> dict:
     """Run every strategy on every question (resuming), then write summary.json, results.csv and plots.
     Each run's trace goes to ``traces/`` in ``out_dir``."""
+    for spec in strategies:  # refuse a bad spec before any run starts
+        parse_strategy(spec)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     results_file = out / "results.jsonl"
     done = _done(results_file)
-    todo = [(s, q) for s in strategies for q in questions if (s, q.id) not in done]
+    # question by question, every strategy in turn: a partial run still compares them on the same questions
+    todo = [(s, q) for q in questions for s in strategies if (s, q.id) not in done]
     recalls: list[float] = []
     with tqdm(todo, desc="evaluate", unit="run", disable=not progress) as bar:
         for spec, question in bar:
@@ -230,12 +311,12 @@ def run_evaluation(questions: list[EvalQuestion], strategies: list[str], config:
             if row.get(f"recall@{ks[-1]}") is not None:
                 recalls.append(row[f"recall@{ks[-1]}"])
                 bar.set_postfix({f"recall@{ks[-1]}": f"{sum(recalls) / len(recalls):.2f}", "strategy": spec})
-    rows = [json.loads(line) for line in results_file.read_text().splitlines() if line.strip()]
-    rows = [r for r in rows if r["strategy"] in strategies and r["id"] in {q.id for q in questions}]
+    ids = {q.id for q in questions}
+    rows = [r for r in read_rows(results_file) if r["strategy"] in strategies and r["id"] in ids]
     summary = summarise(rows, strategies, ks)
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     write_csv(rows, out / "results.csv")
-    from .plots import plot_evaluation
+    from helpers.evaluation.plots import plot_evaluation
     plot_evaluation(summary, out / "evaluation.png")
     return summary
 
@@ -255,14 +336,34 @@ def summarise(rows: list[dict], strategies: list[str], ks: tuple[int, ...] | lis
                  "seconds": _mean([r["seconds"] for r in mine])}
         for k in ks:
             entry[f"recall@{k}"] = _mean([r[f"recall@{k}"] for r in mine if r.get(f"recall@{k}") is not None])
-            entry[f"recall@{k} multi_hop"] = _mean([r[f"recall@{k}"] for r in mine if r["type"] in
-                                                    ("multi_hop", "compositional", "bridge_comparison",
-                                                     "comparison") and r.get(f"recall@{k}") is not None])
+            entry[f"recall@{k} multi_hop"] = _mean([r[f"recall@{k}"] for r in mine if r["type"] in MULTI_HOP_TYPES
+                                                    and r.get(f"recall@{k}") is not None])
+        entry["by_type"] = {kind: _type_summary([r for r in mine if r["type"] == kind], ks)
+                            for kind in dict.fromkeys(r["type"] for r in mine)}
         judged = [r for r in mine if r.get("judge") not in (None, "no verdict")]
         if judged:
             entry["judge_accuracy"] = _mean([float(r["judge"] == "correct") for r in judged])
         summary[spec] = entry
     return summary
+
+
+def _type_summary(rows: list[dict], ks) -> dict:
+    entry = {"questions": len(rows), "accuracy": _mean([float(r["correct"]) for r in rows])}
+    for k in ks:
+        entry[f"recall@{k}"] = _mean([r[f"recall@{k}"] for r in rows if r.get(f"recall@{k}") is not None])
+    return entry
+
+
+def miss_table(rows: list[dict]) -> list[dict]:
+    """Per strategy, how many gold titles were missed for each reason (from the rows' ``missed``)."""
+    counts: dict[str, dict[str, int]] = {}
+    for row in rows:
+        mine = counts.setdefault(row["strategy"], {})
+        for reason in row.get("missed", {}).values():
+            reason = "ranked below k" if reason.startswith("ranked") else reason
+            mine[reason] = mine.get(reason, 0) + 1
+    reasons = sorted({reason for mine in counts.values() for reason in mine})
+    return [{"strategy": spec, **{reason: mine.get(reason, 0) for reason in reasons}} for spec, mine in counts.items()]
 
 
 def _mean(values: list[float]) -> float | None:

@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Literal
 
-from .prompts import fence
-from .vectorstore import Hit
+from helpers.prompts import fence
+from helpers.results import Hit
 
 KnowledgeType = Literal["search", "document", "qa", "web"]
 

@@ -20,7 +20,7 @@ from typing import Callable, Optional
 
 from pydantic import BaseModel, Field
 
-from .prompts import fence, render
+from helpers.prompts import fence, render
 
 OPTIONAL_CHECKS = ("definitive", "freshness", "plurality", "completeness")
 ALWAYS_CHECK = "strict"

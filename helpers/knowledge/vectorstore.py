@@ -14,14 +14,15 @@ from __future__ import annotations
 import json
 import logging
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from .config import Config
-from .embeddings import Embedder
-from .errors import DatabaseLockedError, EmbeddingMismatchError, VectorStoreError
+from helpers.config import Config
+from helpers.errors import DatabaseLockedError, EmbeddingMismatchError, VectorStoreError
+from helpers.knowledge.embeddings import Embedder
+from helpers.results import Hit
 
 # Milvus Lite's in-process gRPC server logs a traceback for calls it does not implement
 # (e.g. AllocTimestamp, which pymilvus probes); they are harmless, so keep them quiet.
@@ -30,26 +31,6 @@ logging.getLogger("grpc._server").setLevel(logging.CRITICAL)
 TEXT_MAX = 8192
 META_PROPERTY = "deepsearch.meta"  # collection property: description, embedding model, dimension
 OUTPUT_FIELDS = ["text", "source", "title", "section", "chunk_index"]
-
-
-@dataclass
-class Hit:
-    id: str
-    text: str
-    score: float
-    collection: str
-    source: str
-    title: str
-    section: str
-    chunk_index: int
-    similarity: float | None = None  # cosine similarity to the query; thresholds and merging use it
-
-    def __post_init__(self) -> None:
-        if self.similarity is None:  # dense search: the score is the cosine similarity
-            self.similarity = self.score
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 @dataclass

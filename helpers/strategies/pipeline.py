@@ -4,7 +4,7 @@
 
 Each step has its own prompt (``helpers/prompts``), takes an optional edited
 ``template``, and returns its output plus a ``TraceStep``, so a notebook can run
-and change any step alone.  ``run_deepsearcher`` chains them: the loop repeats
+and change any step alone.  ``run_pipeline`` chains them: the loop repeats
 while the reflection step returns gap queries and ``max_iter`` and the budget
 allow.  A failing step degrades (and says so in the trace) instead of aborting.
 """
@@ -15,17 +15,18 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, create_model
 
-from .config import Config
-from .embeddings import Embedder, get_embedder
-from .errors import BudgetExceededError, DeepSearchLabError, StructuredOutputError
-from .llm import LLM, Budget, make_llm
-from .prompts import fence, render
-from .query_dedup import QueryDeduper
-from .reports import answer_schema, check_point_sources, render_answer, render_report, report_schema
-from .retrieval import (at_most_per_document, by_collection_in_turn, fit_chunks, merge_hits, numbered_chunks,
-                        search_collections)
-from .trace import Result, TraceStep, hit_summary, number_sources, traced
-from .vectorstore import Hit, VectorStore, open_store
+from helpers.config import Config
+from helpers.errors import BudgetExceededError, DeepSearchLabError, StructuredOutputError
+from helpers.knowledge.embeddings import Embedder, get_embedder
+from helpers.knowledge.query_dedup import QueryDeduper
+from helpers.knowledge.retrieval import (at_most_per_document, by_collection_in_turn, fit_chunks, merge_hits,
+                                         numbered_chunks, search_collections)
+from helpers.knowledge.vectorstore import VectorStore, open_store
+from helpers.models.llm import LLM, Budget, make_llm
+from helpers.prompts import fence, render
+from helpers.results import Hit, Result, TraceStep, hit_summary, number_sources, traced
+from helpers.strategies.evidence import EvidenceLog
+from helpers.strategies.reports import answer_schema, check_point_sources, render_answer, render_report, report_schema
 
 NOTHING_FOUND = ("The knowledge base holds nothing relevant to this question, so no report was written "
                  "(nothing was invented).")
@@ -179,8 +180,9 @@ def check_route(store: VectorStore, embedder: Embedder, subquery: str, routes: l
 
 # -- retrieve -------------------------------------------------------------------
 def retrieve(store: VectorStore, embedder: Embedder, routes: list[tuple[str, str]], k: int = 5,
-             mode: str = "dense", iteration: int = 0, max_per_document: int = 0) -> tuple[list[Hit], TraceStep]:
-    """Top-k chunks per (collection, query) pair, merged without duplicates.
+             mode: str = "dense", iteration: int = 0, max_per_document: int = 0,
+             limit: int | None = None) -> tuple[list[Hit], TraceStep]:
+    """Top-k chunks per (collection, query) pair, merged without duplicates (the best ``limit`` of them).
 
     With ``max_per_document`` the top-k holds at most that many chunks of one document
     (more candidates are fetched, then the surplus of a dominant document is skipped)."""
@@ -195,7 +197,7 @@ def retrieve(store: VectorStore, embedder: Embedder, routes: list[tuple[str, str
                 continue
             found = search_collections(store, embedder, query, [collection], k=fetch, mode=mode)
             groups.append(at_most_per_document(found, max_per_document)[:k])
-        hits = merge_hits(*groups)
+        hits = merge_hits(*groups)[:limit]
         entry.kept = [hit_summary(h) for h in hits]
     return hits, trace[0]
 
@@ -304,7 +306,7 @@ def synthesize(llm: LLM, question: str, hits: list[Hit], max_chunks: int = 12, t
     from the kept chunks, citing them as [n].
 
     ``style="structured"`` fills a schema where every point must cite a shown source
-    (see ``helpers.reports``); a point whose cited passages do not hold its words is
+    (see ``helpers.strategies.reports``); a point whose cited passages do not hold its words is
     re-cited to the passage that does, and the trace notes it.  If the structured call
     fails, a free-text call is made instead.
     Chunks are taken in the order given, as many as fit the context and budget; with none, the
@@ -354,9 +356,14 @@ def _fallback_report(hits: list[Hit]) -> str:
     return "\n".join(lines)
 
 
-def run_deepsearcher(question: str, config: Config, *, llm: LLM | None = None, store: VectorStore | None = None,
-                     embedder: Embedder | None = None, collections: list[str] | None = None) -> Result:
-    """Answer ``question`` with the DeepSearcher loop; never raises for model misbehaviour."""
+def run_pipeline(question: str, config: Config, *, llm: LLM | None = None, store: VectorStore | None = None,
+                 embedder: Embedder | None = None, collections: list[str] | None = None) -> Result:
+    """Answer ``question`` with the DeepSearcher loop; never raises for model misbehaviour.
+
+    ``pipeline.answer`` chooses a report with sections (``report``) or a short answer (``short``).
+    ``Result.sources`` lists the passages the answer was written from, numbered as it cites them,
+    then every other passage found, in turn order (``EvidenceLog``); those the relevance judge
+    found unhelpful come last."""
     started = time.perf_counter()
     p = config.pipeline
     llm = llm or make_llm(config, Budget(max_calls=p.max_calls, max_prompt_tokens=p.max_prompt_tokens))
@@ -364,20 +371,23 @@ def run_deepsearcher(question: str, config: Config, *, llm: LLM | None = None, s
     embedder = embedder or get_embedder(config.embedding)
     result = Result(question, "deepsearcher", usage=llm.ledger,
                     settings={"max_iter": p.max_iter, "relevance": p.relevance, "top_k": config.search.top_k,
-                              "model": config.llm.model, "mode": config.search.mode})
+                              "model": config.llm.model, "mode": config.search.mode, "answer": p.answer})
     described = describe_collections(store, collections)
-    kept: list[Hit] = []
+    evidence = EvidenceLog()
     try:
-        kept = _search_loop(llm, question, config, store, embedder, described, result.trace)
+        _search_loop(llm, question, config, store, embedder, described, evidence, result.trace)
     except DeepSearchLabError as exc:  # a backend or database failure: report it in the result
         result.error = f"{type(exc).__name__}: {exc}"
+    kept = [h for h in evidence.ranked() if h.id not in evidence.demoted]
     used: list[Hit] = []
     answer = ""
     if result.error is None:
+        short = p.answer == "short"
         try:
-            answer, used, step = synthesize(llm, question, by_collection_in_turn(kept), p.synthesis_chunks,
-                                            style=p.synthesis_style,
-                                            reply_tokens=p.report_max_tokens)
+            answer, used, step = synthesize(llm, question, kept if short else by_collection_in_turn(kept),
+                                            p.synthesis_chunks, style=p.synthesis_style,
+                                            kind="answer" if short else "report", step="synthesize",
+                                            reply_tokens=None if short else p.report_max_tokens)
             result.trace.append(step)
         except BudgetExceededError as exc:
             result.trace.append(TraceStep("budget", notes=[f"{exc}; listing the passages instead"]))
@@ -386,22 +396,29 @@ def run_deepsearcher(question: str, config: Config, *, llm: LLM | None = None, s
         except DeepSearchLabError as exc:
             result.error = f"{type(exc).__name__}: {exc}"
     result.answer = answer
-    result.sources = number_sources(used, answer)
+    result.sources = evidence.sources(answer, first=used)
     result.seconds = time.perf_counter() - started
     return result
 
 
 def _search_loop(llm: LLM, question: str, config: Config, store: VectorStore, embedder: Embedder,
-                 described: dict[str, str], trace: list[TraceStep]) -> list[Hit]:
-    """decompose, then route -> retrieve -> relevance -> reflect while the model finds gaps.
+                 described: dict[str, str], evidence: EvidenceLog, trace: list[TraceStep]) -> None:
+    """search the question, decompose, then route -> retrieve -> relevance -> reflect while the model
+    finds gaps; every search goes into ``evidence``.
 
-    Stops early when the budget left is only enough for the final report; chunks
-    retrieved but not yet judged then count if they pass the score threshold."""
+    The question's own top-k is never demoted by the relevance judge.  Stops early when the budget
+    left is only enough for the final report; chunks retrieved but not yet judged stay as they are."""
     p = config.pipeline
     # what the final report needs: one call and a typical prompt (less when the budget is small)
     reserve_prompt = min(llm.context_size // 2, 3000, (llm.budget.max_prompt_tokens or 10**9) // 3)
-    kept: list[Hit] = []
-    unjudged: list[Hit] = []
+    own, step = retrieve(store, embedder, [(name, question) for name in described], config.search.top_k,
+                         config.search.mode, 0, config.search.max_per_document, limit=config.search.top_k)
+    step.notes.append("the question itself, searched first: these passages are never dropped")
+    trace.append(step)
+    evidence.add(question, own)
+    protected = {h.id for h in own}
+    judged: set[str] = set()
+    unjudged: list[Hit] = list(own)
     try:
         pending, step = decompose(llm, question, p.max_subqueries, collections=described)
         pending, step.dropped = drop_off_topic(embedder, question, pending, p.subquery_focus)
@@ -414,7 +431,7 @@ def _search_loop(llm: LLM, question: str, config: Config, store: VectorStore, em
         asked: list[str] = []
         for iteration in range(1, p.max_iter + 1):
             for subquery in pending:
-                if _budget_low(llm, 3, reserve_prompt):
+                if not llm.has_room(3, reserve_prompt):
                     trace.append(TraceStep("budget", iteration, notes=["budget nearly spent: stop searching"]))
                     break
                 routes, step = route(llm, subquery, described, iteration)
@@ -426,39 +443,36 @@ def _search_loop(llm: LLM, question: str, config: Config, store: VectorStore, em
                 hits, step = retrieve(store, embedder, routes, config.search.top_k, config.search.mode,
                                       iteration, config.search.max_per_document)
                 trace.append(step)
-                seen = {h.id for h in kept}
-                unjudged = merge_hits(unjudged, [h for h in hits if h.id not in seen])
+                evidence.add(subquery, hits)
+                unjudged = merge_hits(unjudged, [h for h in hits if h.id not in judged])
                 asked.append(subquery)
-            if unjudged and not _budget_low(llm, 2, reserve_prompt):
+            if unjudged and llm.has_room(2, reserve_prompt):
                 relevant, step = filter_relevant(llm, question, unjudged, p.relevance, p.relevance_threshold,
                                                  iteration, accept=p.relevance_accept)
+                unhelpful = {h.id for h in unjudged} - {h.id for h in relevant}
+                if unhelpful & protected:
+                    step.notes.append(f"{len(unhelpful & protected)} passage(s) of the question's own search "
+                                      "judged unhelpful: kept anyway (a small model's verdict never removes them)")
+                evidence.demote(unhelpful - protected)
+                judged |= {h.id for h in unjudged}
                 trace.append(step)
-                kept, unjudged = merge_hits(kept, relevant), []
+                unjudged = []
             if iteration == p.max_iter:
                 break
-            if _budget_low(llm, 3, reserve_prompt):
-                trace.append(TraceStep("budget", iteration, notes=["budget nearly spent: no reflection, stop searching"]))
+            if not llm.has_room(3, reserve_prompt):
+                trace.append(TraceStep("budget", iteration,
+                                       notes=["budget nearly spent: no reflection, stop searching"]))
                 break
+            kept = [h for h in evidence.ranked() if h.id not in evidence.demoted]
             pending, step = reflect(llm, question, asked, kept, iteration, deduper=deduper)
             trace.append(step)
             if not pending:
                 break
     except BudgetExceededError as exc:  # a step's retries ran into the budget: go on to the report
         trace.append(TraceStep("budget", notes=[f"{exc}; stopping the search"]))
-    leftover = [h for h in unjudged if h.similarity >= p.relevance_threshold]
-    if leftover:
-        trace.append(TraceStep("budget", notes=[f"kept {len(leftover)} unjudged chunk(s) scoring at least "
-                                                f"{p.relevance_threshold} (no budget left to judge them)"],
-                               kept=[hit_summary(h) for h in leftover]))
-    return merge_hits(kept, leftover)
-
-
-def _budget_low(llm: LLM, calls_needed: int, prompt_needed: int) -> bool:
-    """True when the remaining budget must be kept for the final report."""
-    b, used = llm.budget, llm.ledger
-    if b.max_calls is not None and used.calls + calls_needed > b.max_calls:
-        return True
-    return b.max_prompt_tokens is not None and used.prompt_tokens + prompt_needed > b.max_prompt_tokens
+    if unjudged:
+        trace.append(TraceStep("budget", notes=[f"{len(unjudged)} chunk(s) were not judged (no budget left); "
+                                                "they stay in the evidence"]))
 
 
 # -- naive RAG baseline ------------------------------------------------------------

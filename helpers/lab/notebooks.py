@@ -30,7 +30,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from .config import PROJECT_ROOT, Config, load_config
+from helpers.config import PROJECT_ROOT, Config, load_config
 
 NOTEBOOK_DIR = PROJECT_ROOT / "notebooks"
 DEFAULT_OUT = PROJECT_ROOT / "outputs" / "notebooks"
@@ -75,8 +75,8 @@ def notebook_config(name: str, overrides: dict[str, Any] | None = None, **fields
 
 def _kb_fingerprint(config: Config) -> str:
     """A hash of what the knowledge base is built from: manifest, files, embedding and chunking settings."""
-    from .ingest import MANIFEST, read_manifest
-    from .loaders import expand_sources
+    from helpers.knowledge.ingest import MANIFEST, read_manifest
+    from helpers.knowledge.loaders import expand_sources
 
     digest = hashlib.sha256(MANIFEST.read_bytes())
     for entry in read_manifest():
@@ -97,8 +97,8 @@ def _seed_from_template(config: Config, target: Path, progress: bool) -> str:
     once, by whichever notebook needs it first, under a file lock; later notebooks
     copy it (about a megabyte) instead of embedding every chunk again.
     """
-    from .ingest import ingest_manifest
-    from .vectorstore import close_store
+    from helpers.knowledge.ingest import ingest_manifest
+    from helpers.knowledge.vectorstore import close_store
 
     folder = target.parent
     folder.mkdir(parents=True, exist_ok=True)
@@ -125,7 +125,7 @@ def _seed_from_template(config: Config, target: Path, progress: bool) -> str:
 
 def _refresh_notebook_db(config: Config, target: Path, progress: bool) -> str | None:
     """Seed a missing per-notebook database; rebuild one made from other files, settings or code."""
-    from .vectorstore import _lock_holders, close_store
+    from helpers.knowledge.vectorstore import _lock_holders, close_store
 
     stamp = target.with_suffix(".fingerprint")
     key = _kb_fingerprint(config)
@@ -151,9 +151,9 @@ def knowledge_base(config: Config, progress: bool = True, quiet: bool = False):
     same files and settings (built once, see ``_seed_from_template``); then
     ``ingest_manifest`` adds whatever is still missing (usually nothing).
     """
-    from .embeddings import get_embedder
-    from .ingest import ingest_manifest
-    from .vectorstore import open_store
+    from helpers.knowledge.embeddings import get_embedder
+    from helpers.knowledge.ingest import ingest_manifest
+    from helpers.knowledge.vectorstore import open_store
 
     started = time.perf_counter()
     uri = config.vector_db.uri
@@ -196,8 +196,8 @@ def _short(path: str) -> str:
 
 def environment_rows(config: Config) -> list[dict]:
     """What a notebook needs: Python, key packages, cores, model files."""
-    from .llm import available_cores
-    from .model_files import CATALOGUE, cache_dir
+    from helpers.models.llm import available_cores
+    from helpers.models.model_files import CATALOGUE, cache_dir
 
     rows = [{"item": "python", "value": f"{platform.python_version()} ({_short(sys.executable)})"},
             {"item": "CPU cores available", "value": str(available_cores())}]

@@ -37,18 +37,19 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, Field, RootModel, create_model
 
-from .agent_memory import AgentMemory, BadAttempt, KnowledgeItem, QuestionQueue, one_line
-from .config import Config
-from .embeddings import Embedder, get_embedder
-from .errors import (BudgetExceededError, ContextOverflowError, DeepSearchLabError, StructuredOutputError,
-                     VectorStoreError)
-from .evaluators import analyze_failure, evaluate_answer, plan_checks
-from .llm import LLM, Budget, make_llm
-from .prompts import get_prompt, render
-from .query_dedup import QueryDeduper
-from .retrieval import interleave, search_collections
-from .trace import Result, TraceStep, hit_summary, number_sources, traced
-from .vectorstore import Hit, VectorStore, open_store
+from helpers.config import Config
+from helpers.errors import (BudgetExceededError, ContextOverflowError, DeepSearchLabError, StructuredOutputError,
+                            VectorStoreError)
+from helpers.knowledge.embeddings import Embedder, get_embedder
+from helpers.knowledge.query_dedup import QueryDeduper
+from helpers.knowledge.retrieval import interleave, search_collections
+from helpers.knowledge.vectorstore import VectorStore, open_store
+from helpers.models.llm import LLM, Budget, make_llm
+from helpers.prompts import get_prompt, render
+from helpers.results import Hit, Result, TraceStep, hit_summary, traced
+from helpers.strategies.agent_memory import AgentMemory, BadAttempt, KnowledgeItem, QuestionQueue, one_line
+from helpers.strategies.answer_checks import analyze_failure, evaluate_answer, plan_checks
+from helpers.strategies.evidence import EvidenceLog
 
 ACTIONS = ("search", "visit", "reflect", "answer")
 MAX_QUERIES = 3  # per search step, after rewriting
@@ -241,7 +242,7 @@ def _numbers(numbers: list[int]) -> str:
 # the agent --------------------------------------------------------------------------
 
 class DeepSearchAgent:
-    """One run of the loop.  Use ``run_deepsearch``; the class is here to be read and tested."""
+    """One run of the loop.  Use ``run_agent``; the class is here to be read and tested."""
 
     def __init__(self, question: str, config: Config, llm: LLM, store: VectorStore, embedder: Embedder, *,
                  collections: list[str] | None = None, answer_tokens: int | None = None,
@@ -263,6 +264,7 @@ class DeepSearchAgent:
         self.document_chars = document_chars
 
         self.memory = AgentMemory()
+        self.evidence = EvidenceLog()  # every search and read, for the run's source order
         self.queue = QuestionQueue(self.question, config.agent.queue_policy, config.agent.max_gap_questions)
         self.query_dedup = QueryDeduper(embedder, config.agent.dedup_threshold)
         self.question_dedup = QueryDeduper(embedder, config.agent.dedup_threshold)
@@ -284,11 +286,26 @@ class DeepSearchAgent:
     def run(self) -> Result:
         started = time.perf_counter()
         try:
+            self._search_question()
             self._loop()
         except DeepSearchLabError as exc:  # the backend or the database failed: say so, answer from memory
             self.error = f"{type(exc).__name__}: {exc}"
             self._fallback("error")
         return self._result(time.perf_counter() - started)
+
+    def _search_question(self) -> None:
+        """Search the question itself before the first step (no model call), so the run's
+        evidence always holds what one plain search finds."""
+        s = self.config.search
+        hits = search_collections(self.store, self.embedder, self.question, self.collections, k=s.top_k,
+                                  mode=s.mode, ranker=s.ranker)[: s.top_k]
+        self.memory.queries.append(self.question)
+        self.query_dedup.remember([self.question])
+        self.evidence.add(self.question, hits)
+        new_numbers = self._learn_from_search([self.question], hits)
+        self._record_search([self.question], hits, [], ["the question itself, searched before the first step"],
+                            [self.question])
+        self._diary(f"searched all collections for the question itself: {len(new_numbers)} passage(s).")
 
     def _loop(self) -> None:
         for step in range(1, self.limits.max_steps + 1):
@@ -469,6 +486,7 @@ class DeepSearchAgent:
                 groups.append(search_collections(self.store, self.embedder, query, collections,
                                                  k=self.config.search.top_k, mode=self.config.search.mode,
                                                  ranker=self.config.search.ranker))
+                self.evidence.add(query, groups[-1])
             except VectorStoreError as exc:
                 notes.append(f"search for {query!r} failed: {exc}")
         hits = interleave(groups, self.passages_per_search)
@@ -580,6 +598,7 @@ class DeepSearchAgent:
             kept.append(replace(chunk, score=parent.score, similarity=parent.similarity))  # a chunk inherits the score of the hit that led here
             used += len(chunk.text)
         numbers, _ = self.memory.add_evidence(kept)
+        self.evidence.add(f"read {parent.source}", kept)
         lines = [f"[{n}] {self._labelled(chunk)}" for n, chunk in zip(numbers, kept)]
         if lines:
             self.memory.knowledge.append(KnowledgeItem(
@@ -692,7 +711,7 @@ class DeepSearchAgent:
                     "document_chars": self.document_chars, "collections": self.collections,
                     "finish": self.finish, "beast_mode": self.beast_reason, "steps": self.step,
                     "bad_attempts": len(self.memory.bad_attempts)}
-        return Result(self.question, "deepsearch", answer, number_sources(hits, answer), self.trace,
+        return Result(self.question, "deepsearch", answer, self.evidence.sources(answer, first=hits), self.trace,
                       self.llm.ledger, seconds, self.error, settings)
 
     # small helpers ------------------------------------------------------------------------------
@@ -709,9 +728,8 @@ class DeepSearchAgent:
         return f"{where}: {text}"
 
 
-def run_deepsearch(question: str, config: Config, *, llm: LLM | None = None, store: VectorStore | None = None,
-                   embedder: Embedder | None = None, collections: list[str] | None = None,
-                   **options: Any) -> Result:
+def run_agent(question: str, config: Config, *, llm: LLM | None = None, store: VectorStore | None = None,
+              embedder: Embedder | None = None, collections: list[str] | None = None, **options: Any) -> Result:
     """Answer ``question`` with the DeepSearch agent loop; always returns a ``Result`` with an answer.
 
     ``config.agent`` sets the token budget, steps, bad-attempt cap, queue policy,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-from .loaders import Document
+from helpers.knowledge.loaders import Document
 
 _HEADING = re.compile(r"^(#{1,3})\s+(.*)$", re.MULTILINE)
 

@@ -17,12 +17,12 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from .chunking import Chunk, chunk_document, content_id
-from .config import PROJECT_ROOT, Config
-from .embeddings import Embedder, get_embedder, warn_if_cut
-from .errors import IngestError
-from .loaders import Document, SourceError, expand_sources, load_source
-from .vectorstore import VectorStore, open_store
+from helpers.config import PROJECT_ROOT, Config
+from helpers.errors import IngestError
+from helpers.knowledge.chunking import Chunk, chunk_document, content_id
+from helpers.knowledge.embeddings import Embedder, get_embedder, warn_if_cut
+from helpers.knowledge.loaders import Document, SourceError, expand_sources, load_source
+from helpers.knowledge.vectorstore import VectorStore, open_store
 
 MANIFEST = PROJECT_ROOT / "data" / "collections.json"
 

@@ -20,12 +20,12 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from .config import Config, LLMConfig
-from .errors import (BackendUnreachableError, BudgetExceededError, BuildMissingError,
-                     ContextOverflowError, ModelNotFoundError, StructuredOutputError)
-from .model_files import CATALOGUE, resolve_gguf
-from .structured import ReplyParseError, parse_reply, schema_for_prompt
-from .usage import CallRecord, UsageLedger
+from helpers.config import Config, LLMConfig
+from helpers.errors import (BackendUnreachableError, BudgetExceededError, BuildMissingError, ContextOverflowError,
+                            ModelNotFoundError, StructuredOutputError)
+from helpers.models.model_files import CATALOGUE, resolve_gguf
+from helpers.models.structured import ReplyParseError, parse_reply, schema_for_prompt
+from helpers.models.usage import CallRecord, UsageLedger
 
 T = TypeVar("T", bound=BaseModel)
 Messages = list[dict[str, str]]
@@ -65,14 +65,14 @@ def _estimate_tokens(text: str) -> int:
 
 class LlamaCppBackend:
     """Embedded llama.cpp through llama-cpp-python; JSON schemas become a decoding grammar
-    (checked on the chosen token first, see ``helpers.grammar_sampling``)."""
+    (checked on the chosen token first, see ``helpers.models.grammar_sampling``)."""
 
     name = "llamacpp"
 
     def __init__(self, model: str, context_size: int, threads: int = 0, seed: int = 7,
                  repeat_penalty: float = 1.1):
         try:
-            from .grammar_sampling import CheckedGrammarLlama
+            from helpers.models.grammar_sampling import CheckedGrammarLlama
         except ImportError as exc:
             raise BuildMissingError(
                 "llama-cpp-python is not installed in this environment. Run `make setup` "
@@ -309,6 +309,16 @@ class LLM:
         if b.max_total_tokens is not None:
             room = min(room, b.max_total_tokens - used.total_tokens)
         return max(0, room)
+
+    def has_room(self, calls: int = 1, prompt_tokens: int = 0) -> bool:
+        """True when the budget still allows ``calls`` more calls sending ``prompt_tokens`` in all.
+        Strategies ask it to keep what their final step needs (the one budget check they share)."""
+        b, used = self.budget, self.ledger
+        if b.max_calls is not None and used.calls + calls > b.max_calls:
+            return False
+        if b.max_prompt_tokens is not None and used.prompt_tokens + prompt_tokens > b.max_prompt_tokens:
+            return False
+        return b.max_total_tokens is None or used.total_tokens + prompt_tokens <= b.max_total_tokens
 
     def count_messages(self, messages: Messages) -> int:
         """Prompt size of a message list, with room for the chat template (role markers and the

@@ -12,7 +12,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable, RunnableLambda
 from pydantic import BaseModel, ConfigDict
 
-from .llm import LLM
+from helpers.models.llm import LLM
 
 _ROLES = {"human": "user", "ai": "assistant", "system": "system"}
 

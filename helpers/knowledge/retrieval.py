@@ -2,10 +2,11 @@
 without duplicates, and lay chunks out as numbered, fenced prompt text."""
 from __future__ import annotations
 
-from .embeddings import Embedder
-from .llm import LLM
-from .prompts import fence
-from .vectorstore import Hit, VectorStore
+from helpers.knowledge.embeddings import Embedder
+from helpers.knowledge.vectorstore import VectorStore
+from helpers.models.llm import LLM
+from helpers.prompts import fence
+from helpers.results import Hit
 
 
 def merge_hits(*groups: list[Hit]) -> list[Hit]:

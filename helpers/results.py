@@ -17,8 +17,27 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from .usage import UsageLedger
-from .vectorstore import Hit
+from helpers.models.usage import UsageLedger
+
+
+@dataclass
+class Hit:
+    id: str
+    text: str
+    score: float
+    collection: str
+    source: str
+    title: str
+    section: str
+    chunk_index: int
+    similarity: float | None = None  # cosine similarity to the query; thresholds and merging use it
+
+    def __post_init__(self) -> None:
+        if self.similarity is None:  # dense search: the score is the cosine similarity
+            self.similarity = self.score
+
+    def to_dict(self) -> dict:
+        return asdict(self)
 
 
 @dataclass
@@ -82,8 +101,12 @@ class Result:
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False, default=str)
 
     def save(self, path: str | Path) -> None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(self.to_json())
+        """Write the JSON atomically (a temporary file, then a rename): a crash never leaves half a file."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.partial")
+        partial.write_text(self.to_json())
+        partial.replace(path)
 
     @classmethod
     def from_dict(cls, data: dict) -> "Result":
@@ -136,7 +159,8 @@ def traced(trace: list[TraceStep], ledger: UsageLedger | None, step: str, iterat
 
 def hit_summary(hit: Hit) -> dict:
     """A hit as it appears in a trace: ids, where it came from, score, and the first words."""
-    return {"id": hit.id, "collection": hit.collection, "source": hit.source, "section": hit.section,
+    return {"id": hit.id, "collection": hit.collection, "source": hit.source, "title": hit.title,
+            "section": hit.section,
             "score": round(hit.score, 4), "similarity": round(hit.similarity, 4), "text": hit.text[:200]}
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .embeddings import Embedder
+from helpers.knowledge.embeddings import Embedder
 
 
 @dataclass

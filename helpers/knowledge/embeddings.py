@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from .config import EmbeddingConfig
-from .errors import BackendUnreachableError, ModelNotFoundError
+from helpers.config import EmbeddingConfig
+from helpers.errors import BackendUnreachableError, ModelNotFoundError
 
 SHIPPED_MODEL = "all-MiniLM-L6-v2"
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import ctypes
 
-import numpy as np
 import llama_cpp
+import numpy as np
 from llama_cpp import Llama
 from llama_cpp import _internals as internals
 

@@ -1,0 +1,100 @@
+"""Multi-hop benchmark (issue 13): naive RAG vs the agentic strategies on 2WikiMultiHopQA
+(``data/2wiki``: 6,119 Wikipedia paragraphs, 200 dev questions), naive measured in the same run.
+
+Goals printed (never asserted): the best agentic strategy reaches Recall@5 >= 0.85; every agentic
+strategy >= naive on Recall@2 and Recall@5; <= 4x naive's wall time; chain <= 8 calls per question;
+0 failures.  Per question type: recall and answer accuracy (normalised containment of the gold answer).
+
+Resumable (rows in --out/results.jsonl).  ``--limit N`` takes the four question types in turn.
+
+Usage: python bench/bench_multihop.py [--limit 40] [--strategies naive,naive/hybrid,chain,deepsearcher:1] [--fast]
+"""
+from __future__ import annotations
+
+import argparse
+import platform
+from pathlib import Path
+
+from common import BENCH_OUT, bench_config, table
+
+from helpers.evaluation.harness import (BENCHMARKS, load_questions, miss_table, prepare_corpus, read_rows,
+                                        run_evaluation, sample_by_type)
+
+STRATEGIES = "naive,naive/hybrid,chain,chain/hybrid,deepsearcher:1"
+PUBLISHED = [  # HippoRAG paper (arXiv 2405.14831), R@2 / R@5 on these questions (all 1,000) and this corpus
+    ("BM25", 0.518, 0.619), ("Contriever", 0.466, 0.575), ("ColBERTv2", 0.592, 0.682),
+    ("IRCoT + BM25", 0.612, 0.756), ("HippoRAG (Contriever)", 0.715, 0.895),
+]
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                flags = Path("/proc/cpuinfo").read_text()
+                return line.split(":", 1)[1].strip() + (" (AVX-512)" if "avx512f" in flags else " (AVX2)")
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def goal_lines(summary: dict) -> list[str]:
+    naive = summary.get("naive")
+    if naive is None:
+        return ["(run 'naive' in the same run to compare)"]
+    lines = []
+    agentic = {spec: e for spec, e in summary.items() if not spec.startswith("naive")}
+    for spec, entry in agentic.items():
+        ratio = entry["seconds"] / max(naive["seconds"], 1e-9)
+        r2, r5 = entry["recall@2"], entry["recall@5"]
+        ok = r2 >= naive["recall@2"] and r5 >= naive["recall@5"]
+        lines.append(f"{spec}: R@2 {r2:.3f} vs naive {naive['recall@2']:.3f}, R@5 {r5:.3f} vs {naive['recall@5']:.3f} "
+                     f"({'>= naive: met' if ok else 'below naive: NOT met'}); time {ratio:.1f}x naive "
+                     f"({'met' if ratio <= 4 else 'NOT met'}, goal <= 4x); {entry['calls']:.1f} calls"
+                     + (f" ({'met' if entry['calls'] <= 8 else 'NOT met'}, goal <= 8)" if spec.startswith("chain") else "")
+                     + f"; failures {entry['failures']}")
+    if agentic:
+        best = max(agentic, key=lambda s: agentic[s]["recall@5"])
+        r5 = agentic[best]["recall@5"]
+        lines.append(f"best agentic R@5: {best} {r5:.3f} (goal >= 0.85: {'met' if r5 >= 0.85 else 'NOT met'})")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--fast", action="store_true", help="the 0.5B model instead of the 1.5B default")
+    parser.add_argument("--limit", type=int, help="at most N questions, the four types in turn")
+    parser.add_argument("--strategies", default=STRATEGIES)
+    parser.add_argument("--out", help="results folder (default outputs/bench/multihop/<model>)")
+    args = parser.parse_args()
+
+    model = bench_config(fast=args.fast).llm.model
+    out = Path(args.out) if args.out else BENCH_OUT / "multihop" / model
+    config = bench_config(fast=args.fast, **{"vector_db.uri": str(out.resolve() / "milvus.db")})
+    corpus, questions_file = BENCHMARKS["2wiki"]
+    questions = sample_by_type(load_questions(questions_file), args.limit)
+    prepare_corpus(corpus, config)
+    strategies = args.strategies.split(",")
+    summary = run_evaluation(questions, strategies, config, out, ks=(2, 5))
+
+    print(f"\n== 2WikiMultiHopQA dev, {len(questions)} question(s), {config.llm.model}, {cpu_name()} ==")
+    columns = ["questions", "failures", "recall@2", "recall@5", "accuracy", "calls", "prompt_tokens", "seconds"]
+    print(table([{"strategy": spec, **{c: entry.get(c) for c in columns}} for spec, entry in summary.items()]))
+    print("\n== per type: R@2 / R@5 / accuracy ==")
+    kinds = list(dict.fromkeys(q.type for q in questions))
+    print(table([{"strategy": spec, **{kind: "{:.2f} / {:.2f} / {:.2f}".format(
+        *(entry["by_type"].get(kind, {}).get(m) or 0.0 for m in ("recall@2", "recall@5", "accuracy")))
+        for kind in kinds}} for spec, entry in summary.items()]))
+    print("\n== why gold titles were missed (k = 5) ==")
+    ids = {q.id for q in questions}
+    print(table(miss_table([r for r in read_rows(out / "results.jsonl") if r["id"] in ids and
+                            r["strategy"] in strategies])))
+    print("\n== published, same questions and corpus (R@2 / R@5 over 1,000 questions) ==")
+    print(table([{"system": name, "R@2": r2, "R@5": r5} for name, r2, r5 in PUBLISHED]))
+    print("\n== goals ==")
+    print("\n".join(goal_lines(summary)))
+    print(f"\nOne question moves a mean by {1 / max(len(questions), 1):.3f}.")
+
+
+if __name__ == "__main__":
+    main()

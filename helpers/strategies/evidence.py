@@ -1,0 +1,47 @@
+"""The evidence of one run: every search and what it returned, and the one rank order of its sources.
+
+Evidence only grows: a passage a search returned is never thrown away, whatever a
+model later says about it; judging may only move it down.  The rank order is
+*turn order*: the best passage of each search in the order the searches ran (the
+question's own search first), then the second best of each, and so on, each passage
+once.  Every search thus places its best find near the top, which is what recall@k
+rewards on multi-hop questions: the second hop's passage is found by a different
+query than the first's.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from helpers.knowledge.retrieval import interleave
+from helpers.results import Hit, Source, number_sources
+
+
+@dataclass
+class EvidenceLog:
+    searches: list[tuple[str, list[Hit]]] = field(default_factory=list)
+    demoted: set[str] = field(default_factory=set)  # chunk ids a judge called unhelpful
+    _shown: dict[str, Hit] = field(default_factory=dict)
+
+    def add(self, query: str, hits: list[Hit], shown: list[Hit] = ()) -> None:
+        """Record one search (its hits best first) and the hits a model was shown from it."""
+        self.searches.append((query, list(hits)))
+        self._shown.update({hit.id: hit for hit in shown})
+
+    def shown_ids(self) -> set[str]:
+        return set(self._shown)
+
+    def demote(self, ids: set[str]) -> None:
+        """Move these passages below every other one (a judge found them unhelpful)."""
+        self.demoted |= ids
+
+    def ranked(self) -> list[Hit]:
+        """Every passage found, in turn order; demoted ones last, in turn order too."""
+        order = interleave([hits for _, hits in self.searches], limit=10**6)
+        return [h for h in order if h.id not in self.demoted] + [h for h in order if h.id in self.demoted]
+
+    def sources(self, answer: str, first: list[Hit] = ()) -> list[Source]:
+        """Numbered sources: ``first`` (the passages the answer was written from, numbered as
+        it cites them), then the rest of the evidence in rank order."""
+        lead = list(first)
+        seen = {h.id for h in lead}
+        return number_sources(lead + [h for h in self.ranked() if h.id not in seen], answer)

@@ -1,0 +1,37 @@
+"""One entry point for every strategy, so the CLI, the demo and the evaluation
+harness can run them by name."""
+from __future__ import annotations
+
+from typing import Callable
+
+from helpers.config import Config
+from helpers.results import Result
+from helpers.strategies.chain import run_chain
+from helpers.strategies.pipeline import run_naive, run_pipeline
+
+
+def _run_agent(question: str, config: Config, **kwargs) -> Result:
+    from helpers.strategies.agent import run_agent
+    return run_agent(question, config, **kwargs)
+
+
+STRATEGIES: dict[str, Callable[..., Result]] = {
+    "naive": run_naive,           # one search, one answer: the baseline
+    "deepsearcher": run_pipeline,  # decompose, route, retrieve, judge, reflect, report
+    "chain": run_chain,           # hop by hop: read the newest passages, write the next query
+    "deepsearch": _run_agent,     # the agent loop with masked actions and answer checks
+}
+ALIASES = {"pipeline": "deepsearcher", "agent": "deepsearch"}
+
+
+def strategy_name(name: str) -> str:
+    """The registered name for ``name`` (aliases accepted); a clear error for unknown names."""
+    name = ALIASES.get(name, name)
+    if name not in STRATEGIES:
+        raise ValueError(f"unknown strategy '{name}'; choose one of {', '.join(STRATEGIES)}")
+    return name
+
+
+def run_strategy(name: str, question: str, config: Config, **kwargs) -> Result:
+    """Run strategy ``name`` ('naive', 'deepsearcher', 'chain' or 'deepsearch') on ``question``."""
+    return STRATEGIES[strategy_name(name)](question, config, **kwargs)
