@@ -49,6 +49,8 @@ def _ingest_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--collection", help="collection name (required with sources)")
     p.add_argument("--description", default="", help="what the collection holds (the router reads it)")
     p.add_argument("--force", action="store_true", help="drop and rebuild the collection(s)")
+    p.add_argument("--keep-removed", action="store_true",
+                   help="keep the chunks of files deleted from an ingested folder (default: remove them)")
 
 
 @command("ingest", "ingest sources into a described collection (default: the Simpsons knowledge base)",
@@ -57,12 +59,12 @@ def _ingest(args: argparse.Namespace) -> None:
     from helpers.knowledge.ingest import ingest, ingest_manifest
     config = load_config()
     if not args.sources:
-        reports = ingest_manifest(config, force=args.force)
+        reports = ingest_manifest(config, force=args.force, keep_removed=args.keep_removed)
     else:
         if not args.collection:
             raise SystemExit("error: --collection is required when sources are given")
         reports = [ingest(args.sources, args.collection, args.description or args.collection, config,
-                          force=args.force)]
+                          force=args.force, keep_removed=args.keep_removed)]
     for report in reports:
         print(report.summary())
 

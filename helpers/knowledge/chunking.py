@@ -4,6 +4,10 @@ Markdown is first split at ``##`` headings (the section becomes metadata), then
 LangChain's ``RecursiveCharacterTextSplitter`` cuts each section to size.
 Chunk ids are content hashes of (source, text): ingesting the same source
 again produces the same ids, so nothing is added twice.
+
+Every chunk fits the vector store's fields: a title or heading too long for its
+field is cut in the metadata and kept whole in the text, and a text too long for
+the text field is split (nothing is dropped).
 """
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from dataclasses import dataclass
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
 from helpers.knowledge.loaders import Document
+from helpers.knowledge.vectorstore import TEXT_MAX, clip, stored_source
 
 _HEADING = re.compile(r"^(#{1,3})\s+(.*)$", re.MULTILINE)
 
@@ -29,13 +34,27 @@ class Chunk:
 
     def row(self, vector: list[float]) -> dict:
         """The Milvus row for this chunk."""
-        return {"id": self.id, "vector": vector, "text": self.text, "source": self.source[:500],
-                "title": self.title[:500], "section": self.section[:500],
+        return {"id": self.id, "vector": vector, "text": self.text, "source": stored_source(self.source),
+                "title": clip(self.title), "section": clip(self.section),
                 "chunk_index": self.chunk_index, "content_hash": self.id}
 
 
 def content_id(source: str, text: str) -> str:
     return hashlib.sha256(f"{source}\n{text}".encode()).hexdigest()[:32]
+
+
+def split_to_fit(text: str, limit: int = TEXT_MAX) -> list[str]:
+    """``text`` in consecutive parts of at most ``limit`` UTF-8 bytes (one part when it fits)."""
+    parts = []
+    while text:
+        parts.append(clip(text, limit))
+        text = text[len(parts[-1]):]
+    return parts
+
+
+def _with_prefix(prefix: str, body: str) -> list[str]:
+    """``prefix`` + ``body``, split so that every text fits the text field."""
+    return [prefix + part for part in split_to_fit(body, TEXT_MAX - len(prefix.encode()))]
 
 
 def sections(text: str) -> list[tuple[str, str]]:
@@ -52,14 +71,27 @@ def sections(text: str) -> list[tuple[str, str]]:
 
 def chunk_document(doc: Document, chunk_size: int = 900, chunk_overlap: int = 120) -> list[Chunk]:
     splitter = RecursiveCharacterTextSplitter(chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+    title = clip(doc.title)
     chunks: list[Chunk] = []
     for heading, body in sections(doc.text):
-        # drop a leading "# Title" line: the title is metadata already
-        body = re.sub(r"^#\s+.*\n?", "", body).strip()
+        section = clip(heading)
+        if section != heading:  # too long for the section field: keep it whole in the text
+            body = f"{heading}\n{body}"
+        if title == doc.title:  # drop a leading "# Title" line: the title is metadata already
+            body = re.sub(r"^#\s+.*\n?", "", body).strip()
+        prefix = f"{title} — {section}\n" if section else f"{title}\n"
         for piece in splitter.split_text(body):
-            text = f"{doc.title} — {heading}\n{piece}" if heading else f"{doc.title}\n{piece}"
-            chunks.append(Chunk(content_id(doc.source, text), text, doc.source, doc.title, heading, len(chunks)))
+            for text in _with_prefix(prefix, piece):
+                chunks.append(Chunk(content_id(doc.source, text), text, doc.source, title, section, len(chunks)))
     return chunks
+
+
+def chunk_record(doc: Document) -> list[Chunk]:
+    """A benchmark corpus record: one paragraph, one chunk (titles are what recall is measured on);
+    split only if it is too long for the text field."""
+    title = clip(doc.title)
+    return [Chunk(content_id(doc.source, text), text, doc.source, title, "", index)
+            for index, text in enumerate(_with_prefix(f"{title}\n", doc.text.strip()))]
 
 
 def chunk_documents(docs: list[Document], chunk_size: int = 900, chunk_overlap: int = 120) -> list[Chunk]:

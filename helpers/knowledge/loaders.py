@@ -84,6 +84,10 @@ def display_path(path: Path) -> str:
 def load_file(path: Path, source: str | None = None) -> list[Document]:
     """One file as documents (a JSON corpus gives one document per record)."""
     source = source or display_path(path)
+    if not path.exists():
+        raise SourceError(f"{path}: does not exist (check the path)")
+    if not path.is_file():  # a named pipe would block the read forever; a device or socket is no document
+        raise SourceError(f"{path}: not a regular file (a named pipe, device or socket); not read")
     suffix = path.suffix.lower()
     if suffix not in FILE_TYPES:
         raise SourceError(f"{path}: unsupported file type '{suffix}' (use {', '.join(sorted(FILE_TYPES))})")
@@ -134,25 +138,31 @@ def wikipedia_url(title: str, language: str = "en") -> str:
     return f"https://{language}.wikipedia.org/wiki/{urllib.parse.quote(title.replace(' ', '_'))}"
 
 
+def is_web(source: str) -> bool:
+    """Whether ``source`` is an ``http(s)://`` URL or ``wikipedia:Title`` rather than a local path."""
+    return source.startswith(("http://", "https://", "wikipedia:"))
+
+
 def load_source(source: str) -> list[Document]:
     """A file path, ``http(s)://`` URL, or ``wikipedia:Title``."""
     if source.startswith("wikipedia:"):
         url = wikipedia_url(source.split(":", 1)[1])
         return [Document(d.text, url, d.title, {"format": "html", "web": True}) for d in load_file(fetch_url(url), url)]
-    if source.startswith(("http://", "https://")):
+    if is_web(source):
         return [Document(d.text, source, d.title, {"format": "html", "web": True})
                 for d in load_file(fetch_url(source), source)]
     return load_file(Path(source))
 
 
 def expand_sources(sources: list[str]) -> list[str]:
-    """Folders become the supported files inside them (sorted); other sources stay as given."""
+    """Folders become the entries with a supported suffix inside them (sorted; a named pipe is
+    listed too, so that it is reported, never opened); other sources stay as given."""
     expanded = []
     for source in sources:
         path = Path(source)
         if path.is_dir():
             expanded.extend(str(p) for p in sorted(path.rglob("*"))
-                            if p.is_file() and p.suffix.lower() in FILE_TYPES and not p.name.startswith("."))
+                            if not p.is_dir() and p.suffix.lower() in FILE_TYPES and not p.name.startswith("."))
         else:
             expanded.append(source)
     return expanded

@@ -8,12 +8,18 @@ is refused with a message naming both.
 
 Every row has a dense vector and a BM25 sparse vector computed by Milvus from
 the text, so dense and hybrid search work on the same collection.
+
+Field limits (``TEXT_MAX``, ``FIELD_MAX``) are enforced before insert (``clip``,
+``stored_source``), filters quote any string safely (``source_filter``), and
+reads of many rows go page by page (``rows``), so no result is silently cut.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +34,8 @@ from helpers.results import Hit
 # (e.g. AllocTimestamp, which pymilvus probes); they are harmless, so keep them quiet.
 logging.getLogger("grpc._server").setLevel(logging.CRITICAL)
 
-TEXT_MAX = 8192
+TEXT_MAX = 8192  # UTF-8 bytes of the text field
+FIELD_MAX = 512  # UTF-8 bytes of the source, title and section fields
 META_PROPERTY = "deepsearch.meta"  # collection property: description, embedding model, dimension
 OUTPUT_FIELDS = ["text", "source", "title", "section", "chunk_index"]
 
@@ -59,16 +66,50 @@ def _lock_holders(path: Path) -> list[str]:
     return holders
 
 
-class VectorStore:
-    """A Milvus (Lite or server) database holding described collections."""
+def clip(value: str, limit: int = FIELD_MAX) -> str:
+    """``value`` cut to at most ``limit`` UTF-8 bytes, never inside a character."""
+    data = value.encode()
+    return value if len(data) <= limit else data[:limit].decode(errors="ignore")
 
-    def __init__(self, uri: str, token: str = ""):
+
+def stored_source(source: str) -> str:
+    """How ``source`` is stored in the source field, and matched by filters: itself when it
+    fits, else a prefix, "…" and a hash of the whole (stable, unique, and fits itself)."""
+    if len(source.encode()) <= FIELD_MAX:
+        return source
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    return clip(source, FIELD_MAX - len(digest) - 3) + "…" + digest
+
+
+def milvus_string(value: str) -> str:
+    """``value`` as a Milvus filter string literal.  Only backslash, double quote and line breaks
+    are escaped; other characters stay raw (Milvus rejects the ``\\uXXXX`` escapes json.dumps writes)."""
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
+    return f'"{escaped}"'
+
+
+def source_filter(source: str) -> str:
+    """The Milvus filter selecting the rows of ``source`` (any string: accents, dashes, quotes, long paths)."""
+    return f"source == {milvus_string(stored_source(source))}"
+
+
+class VectorStore:
+    """A Milvus (Lite or server) database holding described collections.
+
+    ``page_size`` is how many rows one call reads when a read may return many (``rows``)."""
+
+    def __init__(self, uri: str, token: str = "", page_size: int = 1000):
         from pymilvus import MilvusClient
+
+        # Milvus Lite gives query iterators no server timestamp: pymilvus warns, then uses its own
+        # clock (fine).  Set here, as importing pymilvus resets its loggers' levels.
+        logging.getLogger("pymilvus.client.iterator.query_iterator").setLevel(logging.ERROR)
 
         self.is_local = not uri.startswith(("http://", "https://", "tcp://"))
         if self.is_local:
             Path(uri).parent.mkdir(parents=True, exist_ok=True)
         self.uri = uri
+        self.page_size = page_size
         self._loaded: set[str] = set()
         self._meta_cache: dict[str, dict] = {}
         try:
@@ -138,7 +179,7 @@ class VectorStore:
         schema.add_field("text", DataType.VARCHAR, max_length=TEXT_MAX, enable_analyzer=True)
         schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
         for field in ("source", "title", "section"):
-            schema.add_field(field, DataType.VARCHAR, max_length=512)
+            schema.add_field(field, DataType.VARCHAR, max_length=FIELD_MAX)
         schema.add_field("chunk_index", DataType.INT64)
         schema.add_field("content_hash", DataType.VARCHAR, max_length=64)
         schema.add_function(Function(name="bm25", function_type=FunctionType.BM25,
@@ -178,28 +219,42 @@ class VectorStore:
         return found
 
     def insert(self, name: str, rows: list[dict]) -> None:
-        if rows:
+        """Insert rows (``Chunk.row`` builds them within the field limits); raises ``VectorStoreError``."""
+        if not rows:
+            return
+        try:
             self.client.insert(name, rows)
+        except Exception as exc:  # pymilvus raises several types (MilvusException, ParamError, ...)
+            raise VectorStoreError(f"Milvus refused {len(rows)} row(s) for collection '{name}': {exc}") from exc
 
-    def delete_other_chunks(self, name: str, source: str, keep_ids: set[str]) -> int:
-        """Delete the chunks of ``source`` whose ids are not in ``keep_ids`` (an edited file's old text)."""
-        self._ensure_loaded(name)
-        rows = self.client.query(name, filter=f"source == {json.dumps(source)}", output_fields=["id"], limit=10000)
-        stale = [row["id"] for row in rows if row["id"] not in keep_ids]
-        if stale:
-            self.client.delete(name, ids=stale)
-        return len(stale)
+    def rows(self, name: str, fields: list[str], source: str | None = None) -> Iterator[dict]:
+        """Every row of ``name`` (or only those of ``source``), read ``page_size`` rows per call."""
+        try:
+            self._ensure_loaded(name)
+            pages = self.client.query_iterator(name, batch_size=self.page_size, output_fields=fields,
+                                               filter="" if source is None else source_filter(source))
+            try:
+                while page := pages.next():
+                    yield from page
+            finally:
+                pages.close()
+        except Exception as exc:  # pymilvus raises several types
+            which = f"the rows of source {source!r}" if source is not None else "the rows"
+            raise VectorStoreError(f"cannot read {which} of collection '{name}': {exc}") from exc
+
+    def delete_ids(self, name: str, ids: list[str]) -> None:
+        """Delete rows by id (in pages of ``page_size``)."""
+        for start in range(0, len(ids), self.page_size):
+            self.client.delete(name, ids=ids[start:start + self.page_size])
 
     def flush(self, name: str) -> None:
         """Seal new rows so searches use the index (un-flushed rows are searched brute force)."""
         self.client.flush(name)
 
     def source_chunks(self, name: str, source: str) -> list[Hit]:
-        """All chunks of one source document, in order (the agent's 'visit')."""
-        self._ensure_loaded(name)
-        rows = self.client.query(name, filter=f"source == {json.dumps(source)}",
-                                 output_fields=["id", *OUTPUT_FIELDS], limit=1000)
-        hits = [self._hit(name, row, 1.0) for row in rows]
+        """All chunks of one source document, in order (the agent's 'visit'); ``source`` may be
+        the full name or the stored form a hit carries."""
+        hits = [self._hit(name, row, 1.0) for row in self.rows(name, ["id", *OUTPUT_FIELDS], source)]
         return sorted(hits, key=lambda h: h.chunk_index)
 
     # search ----------------------------------------------------------------

@@ -175,8 +175,7 @@ def collection_vectors(store, name: str) -> tuple[list[dict], "Any"]:
     """Every row of collection ``name`` with its stored dense vector: ``(rows, matrix)``."""
     import numpy as np
 
-    store.info(name)  # loads the collection if it was released
-    rows = store.client.query(name, filter="", output_fields=["vector", "title", "section", "source"], limit=16000)
+    rows = list(store.rows(name, ["vector", "title", "section", "source"]))
     return rows, np.asarray([row["vector"] for row in rows], dtype=np.float32)
 
 
