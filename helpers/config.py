@@ -79,10 +79,10 @@ class PipelineConfig(BaseModel):
 
 
 class ChainConfig(BaseModel):
-    max_hops: int = 4  # model reads of search results; each may ask one follow-up search
-    hop_passages: int = 3  # new passages of each search shown to the model
-    passage_chars: int = 500  # each shown passage is cut to this many characters
-    dedup_threshold: float = 0.9  # a follow-up this similar to an earlier search ends the chain
+    max_hops: int = 4  # at most this many planned steps, each searched and read once
+    max_names: int = 3  # names in the question searched on their own (0: none)
+    hop_passages: int = 3  # best passages of a step's search that the model reads
+    passage_chars: int = 600  # each passage read is cut to this many characters
     max_calls: int = 8
     max_prompt_tokens: int = 8000
 

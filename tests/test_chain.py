@@ -9,14 +9,14 @@ from helpers.config import with_overrides
 from helpers.knowledge.embeddings import get_embedder
 from helpers.models.llm import LLM, Budget
 from helpers.results import Hit
-from helpers.strategies.chain import run_chain
+from helpers.strategies.chain import Hop, fill_references, run_chain
 from helpers.strategies.evidence import EvidenceLog
 from helpers.strategies.pipeline import run_naive
 
 QUESTION = "Who voices the character whose catchphrase is D'oh?"
 TWO_HOPS = {
-    "read": Seq({"found": "Homer Simpson says D'oh.", "next": "Who is the voice actor of Homer Simpson?"},
-                {"found": "Dan Castellaneta voices Homer.", "next": ""}),
+    "plan": {"names": [], "steps": ["Which character says D'oh?", "Who voices #1?"]},
+    "read": Seq({"answer": "Homer Simpson"}, {"answer": "Dan Castellaneta"}),
     "answer": {"answer": "Dan Castellaneta"},
 }
 
@@ -44,38 +44,55 @@ def test_turn_order_takes_the_best_of_each_search_first():
     assert [s.chunk_id for s in sources] == ["d", "b", "c", "e", "a"] and sources[0].cited
 
 
-def test_each_hop_searches_what_the_previous_one_found(simpsons_kb):
+def test_each_step_searches_with_the_answers_found_before(simpsons_kb):
     result, backend = chain_run(simpsons_kb, TWO_HOPS)
-    assert backend.steps() == ["read", "read", "answer"]
-    assert [t.inputs["query"] for t in result.steps("search")] == [QUESTION, "Who is the voice actor of Homer Simpson?"]
-    second_read = backend.calls_for("read")[1]["messages"][0]["content"]
-    assert "Homer Simpson says D'oh." in second_read           # the first fact is carried to the next hop
+    assert backend.steps() == ["plan", "read", "read", "answer"]
+    assert [t.inputs["query"] for t in result.steps("search")] == [QUESTION, "Which character says D'oh?",
+                                                                   "Who voices Homer Simpson?"]
+    assert "Who voices Homer Simpson?" in backend.calls_for("read")[1]["messages"][0]["content"]
+    facts = backend.calls_for("answer")[0]["messages"][0]["content"]
+    assert "Which character says D'oh? -> Homer Simpson" in facts and "-> Dan Castellaneta" in facts
     assert result.answer == "Dan Castellaneta" and not result.failed
-    assert "Homer Simpson says D'oh." in backend.calls_for("answer")[0]["messages"][0]["content"]
 
 
-def test_a_repeated_query_ends_the_chain(simpsons_kb):
-    script = {**TWO_HOPS, "read": {"found": "not found", "next": QUESTION.lower()}}
-    result, backend = chain_run(simpsons_kb, script)
-    assert backend.steps() == ["read"]                          # nothing found: no answer call
-    assert "repeats an earlier search" in result.steps("read")[0].notes[-1]
-    assert result.answer.startswith("The search found no fact") and result.sources
+def test_a_step_not_found_is_searched_with_its_own_words(simpsons_kb):
+    script = {**TWO_HOPS, "read": Seq({"answer": "not found"}, {"answer": "Dan Castellaneta"})}
+    result, _ = chain_run(simpsons_kb, script)
+    assert result.steps("search")[-1].inputs["query"] == "Who voices Which character says D'oh?"
 
 
-def test_hop_limit_and_budget_hold(simpsons_kb):
-    endless = {"read": lambda messages: {"found": "a fact", "next": f"query {len(messages[0]['content'])}"},
-               "answer": {"answer": "x"}}
-    result, backend = chain_run(simpsons_kb, endless, {"chain.max_hops": 2, "chain.dedup_threshold": 1.01})
-    assert backend.steps() == ["read", "read", "answer"] and len(result.steps("search")) == 3
-    result, backend = chain_run(simpsons_kb, endless, {"chain.dedup_threshold": 1.01}, budget=Budget(max_calls=3))
-    assert backend.steps() == ["read", "read", "answer"]        # the last call is kept for the answer
+def test_names_in_the_question_are_searched_alone(simpsons_kb):
+    script = {**TWO_HOPS, "plan": {"names": ["D'oh", "Homer"], "steps": ["Who says D'oh?"]}}
+    result, backend = chain_run(simpsons_kb, script, {"chain.max_names": 1})
+    assert [t.inputs["query"] for t in result.steps("search")] == [QUESTION, "D'oh", "Who says D'oh?"]
+    assert backend.steps() == ["plan", "read", "answer"]        # name searches cost no model call
+
+
+def test_a_reference_to_a_fact_step_means_the_latest_entity_found():
+    hops = [Hop("Who directed A?", "Who directed A?", answer="Ann"), Hop("When was #1 born?", "When was Ann born?",
+            answer="1900"), Hop("Who directed B?", "Who directed B?", answer="Bo")]
+    assert fill_references("When was #3 born?", hops) == "When was Bo born?"
+    assert fill_references("When was #2 born?", hops) == "When was Bo born?"   # "#2" counted directors, not steps
+    assert fill_references("When was #9 born?", hops) == "When was #9 born?"
+
+
+def test_plan_and_budget_limits_hold(simpsons_kb):
+    long_plan = {**TWO_HOPS, "plan": {"names": [], "steps": [f"step {n}" for n in range(1, 7)]},
+                 "read": {"answer": "a fact"}, "answer": {"answer": "x"}}
+    result, backend = chain_run(simpsons_kb, long_plan, {"chain.max_hops": 2})
+    assert backend.steps() == ["plan", "read", "read", "answer"]
+    assert "kept the first 2 of 6 steps" in result.steps("plan")[0].notes[0]
+    result, backend = chain_run(simpsons_kb, long_plan, budget=Budget(max_calls=4))
+    assert backend.steps() == ["plan", "read", "read", "answer"]    # the last call is kept for the answer
     assert result.steps("stop")[0].notes == ["budget kept for the answer"]
 
 
 def test_garbage_replies_degrade_to_the_evidence(simpsons_kb):
-    result, backend = chain_run(simpsons_kb, {"read": "not json at all"})
-    assert backend.steps() == ["read"] * 3                      # the first try and two retries
-    assert not result.error and result.sources                  # the question's own search is still there
+    result, backend = chain_run(simpsons_kb, {"plan": "no plan", "read": "not json at all"})
+    assert backend.steps() == ["plan"] * 3 + ["read"] * 3        # each: the first try and two retries
+    assert result.steps("plan")[0].parsed["steps"] == [QUESTION]  # no plan: the question is the only step
+    assert result.answer.startswith("The search found no fact") and not result.error
+    assert result.sources                                         # the question's own search is still there
 
 
 def test_evidence_is_never_less_than_naive(simpsons_kb):

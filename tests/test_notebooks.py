@@ -27,7 +27,7 @@ from helpers.lab.notebooks import (DB_DIR_ENV, NOTEBOOK_DIR, check_citations, ex
 EXPECTED = [
     "00_setup_and_first_call", "01_knowledge_base", "02_decomposition", "03_routing",
     "04_retrieval_and_relevance", "05_reflection_and_the_loop", "06_synthesis", "07_simpsons_end_to_end",
-    "08_deepsearch_agent", "09_evaluation",
+    "08_deepsearch_agent", "09_evaluation", "10_chain_search",
 ]
 NOTEBOOKS = [NOTEBOOK_DIR / f"{name}.ipynb" for name in EXPECTED]
 TIMEOUT_S = 300  # per notebook (and per cell) in fast mode

@@ -1,20 +1,27 @@
 """Hop-by-hop search ("chain"), after DeepSearcher's ChainOfRAG agent and IRCoT:
 
-    search the question -> [read the newest passages -> search the next query]* -> answer from the facts
+    search the question -> plan: the names it contains and simple steps -> search each name
+    -> [search a step -> read its answer -> fill it into the next steps]* -> answer from the facts
 
 A multi-hop question ("When did Lothair II's mother die?") names only its first
-entity; the second one (the mother) appears only in the first passage found.  So
-one model call per hop reads the newest passages and writes two short things:
-the fact they give (often that bridge entity) and the next simple query, written
-from what is now known.  The chain stops when the model writes no next query or
-repeats an earlier one, or when the hop limit or the budget is reached; a last
-short call answers from the facts found.
+entity; the second (the mother) appears only in the first passage found, so no
+search written before reading it can name her.  The chain therefore plans the
+question as simple steps that refer to earlier answers by number
+("Who is the mother of Lothair II?", "When did #1 die?"), then runs them one at a
+time: search the step, have the model read the answer off the passages (a name,
+a date, or "not found"), and write that answer into the later steps before they
+are searched.  A small model handles each piece (planning a shape, reading one
+fact) far better than one open-ended "what next?" over a pile of passages.
+The plan is the stopping rule; a last short call answers from the facts.  Each name
+the question contains is also searched on its own (no model call): the pages of
+the two films a comparison names are then found even when a step goes astray.
 
 Evidence only grows: the question's own search comes first and every passage any
-search returned stays in the result (nothing is dropped by a model verdict).
+search returned stays in the result, in turn order (``EvidenceLog``).
 """
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 
@@ -23,7 +30,6 @@ from pydantic import BaseModel, Field
 from helpers.config import Config
 from helpers.errors import BudgetExceededError, DeepSearchLabError, StructuredOutputError
 from helpers.knowledge.embeddings import Embedder, get_embedder
-from helpers.knowledge.query_dedup import QueryDeduper
 from helpers.knowledge.retrieval import search_collections
 from helpers.knowledge.vectorstore import VectorStore, open_store
 from helpers.models.llm import LLM, Budget, make_llm
@@ -32,75 +38,116 @@ from helpers.results import Hit, Result, TraceStep, hit_summary, traced
 from helpers.strategies.evidence import EvidenceLog
 
 NOT_FOUND = "not found"
+_REFERENCE = re.compile(r"#(\d+)")
 
 
-class ChainStep(BaseModel):
-    found: str = Field(description="the fact these results give, or 'not found'")
-    next: str = Field(description="the next search query, or empty when the facts answer the question")
+class Plan(BaseModel):
+    names: list[str] = Field(description="the names the question contains")
+    steps: list[str] = Field(description="simple questions in order; #n stands for the answer of step n")
 
 
-class ChainAnswer(BaseModel):
-    answer: str = Field(description="the shortest complete answer")
+class StepAnswer(BaseModel):
+    answer: str = Field(description="a few words copied from the results, or 'not found'")
 
 
 @dataclass
 class Hop:
-    """One search of the chain: its query, what it returned, what was shown and what the model read there."""
+    """One step of the chain: the planned question, the query searched (references filled in),
+    what the search returned, and the answer read from it."""
 
+    step: str
     query: str
-    hits: list[Hit]
-    shown: list[Hit] = field(default_factory=list)
-    found: str = ""
+    hits: list[Hit] = field(default_factory=list)
+    answer: str = ""
 
     @property
-    def found_something(self) -> bool:
-        return bool(self.found) and NOT_FOUND not in self.found.lower()
+    def answered(self) -> bool:
+        return bool(self.answer) and NOT_FOUND not in self.answer.lower()
 
 
-def known_facts(hops: list[Hop]) -> str:
-    """The facts found so far, one line each with the query that found it (for prompts)."""
-    lines = [f"- {hop.found} (search: {hop.query})" for hop in hops if hop.found_something]
-    return "\n".join(lines) or "- none yet"
-
-
-def read_hop(llm: LLM, question: str, hops: list[Hop], template: str | None = None,
-             passage_chars: int = 500) -> tuple[ChainStep | None, TraceStep]:
-    """One model call on the newest hop's shown passages: the fact they give and the next query.
-    Returns None (and a trace note) when the model never gives a valid reply."""
-    hop = hops[-1]
+def plan_steps(llm: LLM, question: str, max_steps: int = 4,
+               template: str | None = None) -> tuple[list[str], list[str], TraceStep]:
+    """The names the question contains, and the question as at most ``max_steps`` simple
+    questions ([question] when the model gives no usable plan)."""
     trace: list[TraceStep] = []
-    with traced(trace, llm.ledger, "read", len(hops), query=hop.query) as entry:
-        passages = "\n\n".join(f"[{n}] {hit.title}\n{fence(hit.text[:passage_chars])}"
-                               for n, hit in enumerate(hop.shown, start=1)) or "(nothing new)"
-        entry.messages = [{"role": "user", "content": render(
-            "chain_step", template, question=question, known=known_facts(hops[:-1]), query=hop.query,
-            passages=passages)}]
-        entry.kept = [hit_summary(h) for h in hop.shown]
+    with traced(trace, llm.ledger, "plan", question=question) as entry:
+        entry.messages = [{"role": "user", "content": render("chain_plan", template, question=question)}]
         try:
-            reply = llm.structured(entry.messages, ChainStep, step="read", max_tokens=96)
-            entry.raw, step = reply.raw, reply.value
-            step.found, step.next = " ".join(step.found.split()), " ".join(step.next.split())
-            entry.parsed = step.model_dump()
+            reply = llm.structured(entry.messages, Plan, step="plan", max_tokens=200)
+            entry.raw = reply.raw
+            names = list(dict.fromkeys(" ".join(n.split()) for n in reply.value.names if n.strip()))
+            steps = [" ".join(s.split()) for s in reply.value.steps if s.strip()]
         except StructuredOutputError as exc:
-            entry.raw = exc.raw_replies[-1] if exc.raw_replies else ""
-            entry.notes.append(f"no valid reply ({exc.last_error}); the chain stops here")
-            step = None
-    return step, trace[0]
+            entry.raw, names, steps = exc.raw_replies[-1] if exc.raw_replies else "", [], []
+            entry.notes.append(f"no valid plan ({exc.last_error})")
+        if len(steps) > max_steps:
+            entry.notes.append(f"kept the first {max_steps} of {len(steps)} steps (chain.max_hops)")
+            steps = steps[:max_steps]
+        if not steps:
+            entry.notes.append("searching the question itself as the only step")
+            steps = [question]
+        entry.parsed = {"names": names, "steps": steps}
+    return names, steps, trace[0]
+
+
+def fill_references(step: str, hops: list[Hop]) -> str:
+    """``step`` with each ``#n`` replaced by step n's answer (or, when it was not found, by
+    step n's own question, so the search still carries its words).
+
+    A reference points at something an earlier step found.  When ``#n`` names a step that is
+    itself about an earlier answer (small models sometimes count "the second director" rather
+    than steps), the latest step that is not is used instead."""
+    def answer_of(match: re.Match) -> str:
+        number = int(match.group(1))
+        if not 1 <= number <= len(hops):
+            return match.group(0)
+        if _REFERENCE.search(hops[number - 1].step):
+            number = max((n for n, hop in enumerate(hops, start=1) if not _REFERENCE.search(hop.step)),
+                         default=number)
+        hop = hops[number - 1]
+        return hop.answer if hop.answered else hop.query.rstrip("?")
+    return _REFERENCE.sub(answer_of, step)
+
+
+def read_answer(llm: LLM, hop: Hop, passages: int = 3, passage_chars: int = 600,
+                template: str | None = None) -> tuple[str, TraceStep]:
+    """The answer to one simple step, read off its best ``passages`` hits (or "not found")."""
+    trace: list[TraceStep] = []
+    shown = hop.hits[:passages]
+    with traced(trace, llm.ledger, "read", query=hop.query) as entry:
+        text = "\n\n".join(f"[{n}] {hit.title}\n{fence(hit.text[:passage_chars])}"
+                           for n, hit in enumerate(shown, start=1))
+        entry.messages = [{"role": "user", "content": render("chain_read", template, step=hop.query,
+                                                             passages=text or "(nothing found)")}]
+        entry.kept = [hit_summary(h) for h in shown]
+        try:
+            reply = llm.structured(entry.messages, StepAnswer, step="read", max_tokens=48)
+            entry.raw, answer = reply.raw, " ".join(reply.value.answer.split()).strip(" .")
+        except StructuredOutputError as exc:
+            entry.raw, answer = exc.raw_replies[-1] if exc.raw_replies else "", NOT_FOUND
+            entry.notes.append(f"no valid reply ({exc.last_error}); counted as not found")
+        entry.parsed = answer or NOT_FOUND
+    return entry.parsed, trace[0]
+
+
+def facts_text(hops: list[Hop]) -> str:
+    """The steps and their answers, one line each (for the final prompt)."""
+    return "\n".join(f"- {hop.query} -> {hop.answer or NOT_FOUND}" for hop in hops) or "- none"
 
 
 def answer_from_facts(llm: LLM, question: str, hops: list[Hop],
                       template: str | None = None) -> tuple[str, TraceStep]:
-    """A short answer written from the facts the chain found (not from whole passages)."""
+    """A short answer written from the steps' answers (not from whole passages)."""
     trace: list[TraceStep] = []
     with traced(trace, llm.ledger, "answer", question=question) as entry:
         entry.messages = [{"role": "user", "content": render("chain_answer", template, question=question,
-                                                             known=fence(known_facts(hops)))}]
+                                                             facts=fence(facts_text(hops)))}]
         try:
-            reply = llm.structured(entry.messages, ChainAnswer, step="answer", max_tokens=64)
+            reply = llm.structured(entry.messages, StepAnswer, step="answer", max_tokens=48)
             entry.raw, answer = reply.raw, " ".join(reply.value.answer.split())
         except StructuredOutputError as exc:
             entry.raw = exc.raw_replies[-1] if exc.raw_replies else ""
-            answer = "; ".join(hop.found for hop in hops if hop.found_something)
+            answer = "; ".join(hop.answer for hop in hops if hop.answered)
             entry.notes.append(f"no valid answer ({exc.last_error}); answering with the facts themselves")
         entry.parsed = answer
     return answer, trace[0]
@@ -108,7 +155,7 @@ def answer_from_facts(llm: LLM, question: str, hops: list[Hop],
 
 def run_chain(question: str, config: Config, *, llm: LLM | None = None, store: VectorStore | None = None,
               embedder: Embedder | None = None, collections: list[str] | None = None) -> Result:
-    """Answer ``question`` hop by hop; never raises for model misbehaviour.
+    """Answer ``question`` step by step; never raises for model misbehaviour.
 
     ``Result.sources`` lists every passage found, in turn order (see ``EvidenceLog``)."""
     started = time.perf_counter()
@@ -122,25 +169,25 @@ def run_chain(question: str, config: Config, *, llm: LLM | None = None, store: V
                               "mode": config.search.mode, "model": config.llm.model})
     evidence = EvidenceLog()
     hops: list[Hop] = []
-    deduper = QueryDeduper(embedder, c.dedup_threshold)
-    query = question
     answer = ""
     try:
-        while query:
-            hop = _search(store, embedder, query, names, config, evidence, result.trace, len(hops))
+        evidence.add(question, _search(store, embedder, question, names, config, result.trace))
+        mentioned, steps, entry = plan_steps(llm, question, c.max_hops)
+        result.trace.append(entry)
+        for name in mentioned[: c.max_names]:  # each name the question contains, searched alone (no model call)
+            evidence.add(name, _search(store, embedder, name, names, config, result.trace))
+        for number, step in enumerate(steps, start=1):
+            hop = Hop(step, fill_references(step, hops))
+            hop.hits = _search(store, embedder, hop.query, names, config, result.trace, number)
+            evidence.add(hop.query, hop.hits)
             hops.append(hop)
-            deduper.remember([query])
-            if len(hops) > c.max_hops or not llm.has_room(calls=2):
-                result.trace.append(TraceStep("stop", len(hops), notes=[
-                    "hop limit reached" if len(hops) > c.max_hops else "budget kept for the answer"]))
+            if not llm.has_room(calls=2):  # keep the last call for the answer
+                result.trace.append(TraceStep("stop", number, notes=["budget kept for the answer"]))
                 break
-            step, entry = read_hop(llm, question, hops, passage_chars=c.passage_chars)
+            hop.answer, entry = read_answer(llm, hop, c.hop_passages, c.passage_chars)
+            entry.iteration = number
             result.trace.append(entry)
-            if step is None:
-                break
-            hop.found = step.found
-            query = _next_query(step.next, deduper, entry)
-        if any(hop.found_something for hop in hops):
+        if any(hop.answered for hop in hops):
             answer, entry = answer_from_facts(llm, question, hops)
             result.trace.append(entry)
     except BudgetExceededError as exc:
@@ -148,7 +195,7 @@ def run_chain(question: str, config: Config, *, llm: LLM | None = None, store: V
     except DeepSearchLabError as exc:  # a backend or database failure: report it in the result
         result.error = f"{type(exc).__name__}: {exc}"
     if not answer and result.error is None:
-        answer = "; ".join(hop.found for hop in hops if hop.found_something) or \
+        answer = "; ".join(hop.answer for hop in hops if hop.answered) or \
             "The search found no fact that answers this question."
     result.answer = answer
     result.sources = evidence.sources(answer)
@@ -157,28 +204,10 @@ def run_chain(question: str, config: Config, *, llm: LLM | None = None, store: V
 
 
 def _search(store: VectorStore, embedder: Embedder, query: str, names: list[str], config: Config,
-            evidence: EvidenceLog, trace: list[TraceStep], hop_number: int) -> Hop:
-    """Search ``query``, add the hits to the evidence, and pick the new ones the model will read."""
-    with traced(trace, None, "search", hop_number, query=query) as entry:
+            trace: list[TraceStep], number: int = 0) -> list[Hit]:
+    """The top-k hits for ``query`` over ``names``, traced."""
+    with traced(trace, None, "search", number, query=query) as entry:
         hits = search_collections(store, embedder, query, names, k=config.search.top_k, mode=config.search.mode,
                                   ranker=config.search.ranker)[: config.search.top_k]
-        shown_before = evidence.shown_ids()
-        fresh = [h for h in hits if h.id not in shown_before]
-        hop = Hop(query, hits, shown=fresh[: config.chain.hop_passages])
-        evidence.add(query, hits, shown=hop.shown)
         entry.kept = [hit_summary(h) for h in hits]
-        if not fresh:
-            entry.notes.append("every passage found was read before")
-    return hop
-
-
-def _next_query(proposed: str, deduper: QueryDeduper, entry: TraceStep) -> str:
-    """The model's next query, or "" when it wrote none or one too close to an earlier search."""
-    if not proposed or proposed.strip('"\' .').lower() in ("", "none", "null", "n/a"):
-        entry.notes.append("no next query: the chain is done")
-        return ""
-    checked = deduper.filter([proposed], remember=False)
-    if not checked.kept:
-        entry.notes.append(f"next query {proposed!r} repeats an earlier search: the chain stops")
-        return ""
-    return proposed
+    return hits
