@@ -9,7 +9,7 @@ from helpers.config import with_overrides
 from helpers.knowledge.embeddings import get_embedder
 from helpers.models.llm import LLM, Budget
 from helpers.results import Hit
-from helpers.strategies.chain import Hop, fill_references, run_chain
+from helpers.strategies.chain import Hop, fill_references, mirror_steps, run_chain
 from helpers.strategies.evidence import EvidenceLog
 from helpers.strategies.pipeline import run_naive
 
@@ -62,10 +62,10 @@ def test_a_step_not_found_is_searched_with_its_own_words(simpsons_kb):
 
 
 def test_names_in_the_question_are_searched_alone(simpsons_kb):
-    script = {**TWO_HOPS, "plan": {"names": ["D'oh", "Homer"], "steps": ["Who says D'oh?"]}}
+    script = {**TWO_HOPS, "plan": {"names": ["D'oh", "Homer"], "steps": ["Who says D'oh?", "Who is Homer?"]}}
     result, backend = chain_run(simpsons_kb, script, {"chain.max_names": 1})
-    assert [t.inputs["query"] for t in result.steps("search")] == [QUESTION, "D'oh", "Who says D'oh?"]
-    assert backend.steps() == ["plan", "read", "answer"]        # name searches cost no model call
+    assert [t.inputs["query"] for t in result.steps("search")] == [QUESTION, "D'oh", "Who says D'oh?", "Who is Homer?"]
+    assert backend.steps() == ["plan", "read", "read", "answer"]  # name searches cost no model call
 
 
 def test_a_reference_to_a_fact_step_means_the_latest_entity_found():
@@ -74,6 +74,14 @@ def test_a_reference_to_a_fact_step_means_the_latest_entity_found():
     assert fill_references("When was #3 born?", hops) == "When was Bo born?"
     assert fill_references("When was #2 born?", hops) == "When was Bo born?"   # "#2" counted directors, not steps
     assert fill_references("When was #9 born?", hops) == "When was #9 born?"
+
+
+def test_a_comparison_plan_that_stops_after_the_first_name_is_repeated_for_the_others():
+    steps = ["Who directed Film A?", "When was #1 born?"]
+    assert mirror_steps(steps, ["Film A", "Film B"]) == [*steps, "Who directed Film B?", "When was #3 born?"]
+    assert mirror_steps(steps, ["Film A"]) == steps                                  # nothing compared
+    both = ["Who directed Film A?", "Who directed Film B?"]
+    assert mirror_steps(both, ["Film A", "Film B"]) == both                          # both named already
 
 
 def test_plan_and_budget_limits_hold(simpsons_kb):

@@ -133,7 +133,10 @@ def answer_matches(answer: str, question: EvalQuestion) -> bool:
     if not question.answerable:
         return bool(NOT_FOUND_PATTERNS.search(answer.lower()))
     produced = normalise(answer)
-    return any(normalise(gold) and normalise(gold) in produced for gold in [question.answer, *question.aliases])
+    golds = [normalise(gold) for gold in [question.answer, *question.aliases] if normalise(gold)]
+    if any(gold in ("yes", "no") for gold in golds):  # "no" is inside "not found": compare the first word
+        return produced.split()[:1] in ([gold] for gold in golds)
+    return any(gold in produced for gold in golds)
 
 
 def retrieved_keys(result: Result, kind: str) -> list[str]:

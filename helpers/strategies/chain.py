@@ -73,13 +73,18 @@ def plan_steps(llm: LLM, question: str, max_steps: int = 4,
     with traced(trace, llm.ledger, "plan", question=question) as entry:
         entry.messages = [{"role": "user", "content": render("chain_plan", template, question=question)}]
         try:
-            reply = llm.structured(entry.messages, Plan, step="plan", max_tokens=200)
+            reply = llm.structured(entry.messages, Plan, step="plan", max_tokens=200, temperature=0.0)
             entry.raw = reply.raw
             names = list(dict.fromkeys(" ".join(n.split()) for n in reply.value.names if n.strip()))
             steps = [" ".join(s.split()) for s in reply.value.steps if s.strip()]
         except StructuredOutputError as exc:
             entry.raw, names, steps = exc.raw_replies[-1] if exc.raw_replies else "", [], []
             entry.notes.append(f"no valid plan ({exc.last_error})")
+        mirrored = mirror_steps(steps, names)
+        if mirrored != steps:
+            entry.notes.append(f"the steps named only {_named(steps, names)[0]!r} of the {len(names)} names "
+                               "compared: repeated them for the others")
+            steps = mirrored
         if len(steps) > max_steps:
             entry.notes.append(f"kept the first {max_steps} of {len(steps)} steps (chain.max_hops)")
             steps = steps[:max_steps]
@@ -88,6 +93,27 @@ def plan_steps(llm: LLM, question: str, max_steps: int = 4,
             steps = [question]
         entry.parsed = {"names": names, "steps": steps}
     return names, steps, trace[0]
+
+
+def _named(steps: list[str], names: list[str]) -> list[str]:
+    return [n for n in names if any(n.lower() in s.lower() for s in steps)]
+
+
+def mirror_steps(steps: list[str], names: list[str]) -> list[str]:
+    """A comparison asks the same chain of each thing it names.  When the question names
+    several things but the steps mention only one of them (small models often stop after
+    the first), the steps are repeated for each other name, references renumbered."""
+    named = _named(steps, names)
+    if len(names) < 2 or len(named) != 1:
+        return steps
+    first = re.compile(re.escape(named[0]), re.IGNORECASE)
+    mirrored = list(steps)
+    for other in (n for n in names if n != named[0]):
+        offset = len(mirrored)
+        for step in steps:
+            step = _REFERENCE.sub(lambda m: f"#{int(m.group(1)) + offset}", step)
+            mirrored.append(first.sub(lambda _: other, step))
+    return mirrored
 
 
 def fill_references(step: str, hops: list[Hop]) -> str:
@@ -121,7 +147,7 @@ def read_answer(llm: LLM, hop: Hop, passages: int = 3, passage_chars: int = 600,
                                                              passages=text or "(nothing found)")}]
         entry.kept = [hit_summary(h) for h in shown]
         try:
-            reply = llm.structured(entry.messages, StepAnswer, step="read", max_tokens=48)
+            reply = llm.structured(entry.messages, StepAnswer, step="read", max_tokens=48, temperature=0.0)
             entry.raw, answer = reply.raw, " ".join(reply.value.answer.split()).strip(" .")
         except StructuredOutputError as exc:
             entry.raw, answer = exc.raw_replies[-1] if exc.raw_replies else "", NOT_FOUND
