@@ -5,7 +5,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup demo test lab notebooks bench clean
+.PHONY: setup demo test test-quick lab notebooks bench clean
 
 setup:
 	@scripts/setup.sh
@@ -15,6 +15,10 @@ demo: setup
 
 test: setup
 	$(PY) -m pytest -q
+
+# the edit-run loop: no model calls, no notebook execution (the full suite is `make test`)
+test-quick: setup
+	$(PY) -m pytest -q -m "not slow"
 
 lab: setup
 	$(PY) -m jupyter lab notebooks $(if $(filter 0,$(shell id -u)),--allow-root,)

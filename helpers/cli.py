@@ -7,9 +7,16 @@ import sys
 from typing import Callable
 
 from helpers.config import FAST_OVERRIDES, load_config
-from helpers.errors import DeepSearchLabError
+from helpers.errors import DeepSearchLabError, InputError
 
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable]] = {}
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return int(text)
 
 
 def command(name: str, help_text: str, arguments: Callable[[argparse.ArgumentParser], None] = lambda p: None):
@@ -62,7 +69,7 @@ def _ingest(args: argparse.Namespace) -> None:
         reports = ingest_manifest(config, force=args.force, keep_removed=args.keep_removed)
     else:
         if not args.collection:
-            raise SystemExit("error: --collection is required when sources are given")
+            raise InputError("--collection is required when sources are given (and --description says what they hold)")
         reports = [ingest(args.sources, args.collection, args.description or args.collection, config,
                           force=args.force, keep_removed=args.keep_removed)]
     for report in reports:
@@ -83,7 +90,7 @@ def _collections(args: argparse.Namespace) -> None:
 def _search_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("query")
     p.add_argument("--collection", action="append", help="collection(s) to search (default: all)")
-    p.add_argument("-k", type=int, default=5)
+    p.add_argument("-k", type=positive_int, default=5)
     p.add_argument("--mode", choices=["dense", "hybrid"], default=None)
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -94,9 +101,12 @@ def _search(args: argparse.Namespace) -> None:
     from helpers.knowledge.vectorstore import open_store
     config = load_config()
     store = open_store(config)
+    names = args.collection or store.list_collections()
+    if not names:
+        raise InputError("the database holds no collection yet: run `python -m helpers ingest` first")
     embedder = get_embedder(config.embedding)
     hits = []
-    for name in args.collection or store.list_collections():
+    for name in names:
         hits += store.search(name, args.query, embedder, k=args.k, mode=args.mode or config.search.mode,
                              ranker=config.search.ranker)
     hits.sort(key=lambda h: h.score, reverse=True)
@@ -111,8 +121,8 @@ def _search(args: argparse.Namespace) -> None:
 def _query_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("question")
     p.add_argument("--strategy", choices=["naive", "deepsearcher", "chain", "deepsearch"], default="deepsearcher")
-    p.add_argument("--max-iter", type=int, help="DeepSearcher loop iterations (default from config)")
-    p.add_argument("--token-budget", type=int, help="DeepSearch agent token budget (default from config)")
+    p.add_argument("--max-iter", type=int, help="DeepSearcher loop iterations, 1-20 (default from config)")
+    p.add_argument("--token-budget", type=int, help="DeepSearch agent token budget, 500 or more (default from config)")
     p.add_argument("--fast", action="store_true", help="the small model and small budgets")
     p.add_argument("--json", action="store_true", help='print {"answer", "sources", "usage"} as JSON')
     p.add_argument("--trace", help="also save the full trace as JSON to this file")
@@ -120,9 +130,9 @@ def _query_args(p: argparse.ArgumentParser) -> None:
 
 def _overrides(args: argparse.Namespace) -> dict:
     overrides = dict(FAST_OVERRIDES) if getattr(args, "fast", False) else {}
-    if getattr(args, "max_iter", None):
+    if getattr(args, "max_iter", None) is not None:  # out-of-range values are refused by the config
         overrides["pipeline.max_iter"] = args.max_iter
-    if getattr(args, "token_budget", None):
+    if getattr(args, "token_budget", None) is not None:
         overrides["agent.token_budget"] = args.token_budget
     return overrides
 
@@ -130,16 +140,21 @@ def _overrides(args: argparse.Namespace) -> dict:
 @command("query", "answer a question with naive RAG, the DeepSearcher pipeline, chain search or the agent",
          _query_args)
 def _query(args: argparse.Namespace) -> None:
-    from helpers.strategies.registry import run_strategy
+    from helpers.strategies.registry import check_question, run_strategy
     config = load_config(overrides=_overrides(args))
+    check_question(args.question)
     result = run_strategy(args.strategy, args.question, config)
-    if args.trace:
-        result.save(args.trace)
-    if args.json:
+    if args.json:  # the answer first: a failed side write below must not lose it
         print(json.dumps(result.summary_json(), indent=2, ensure_ascii=False))
     else:
         print(result.report_markdown())
         print(result.usage.table())
+    if args.trace:
+        try:
+            result.save(args.trace)
+        except OSError as exc:
+            print(f"warning: the trace was not saved to {args.trace} ({exc.strerror or exc}); "
+                  "the answer above is complete", file=sys.stderr)
     if result.error:
         raise SystemExit(f"error: {result.error}")
 
@@ -168,7 +183,7 @@ def _eval_args(p: argparse.ArgumentParser) -> None:
                         "(default: naive,deepsearcher:1,deepsearcher:2,deepsearcher:3; with --benchmark "
                         "naive,chain,deepsearcher:1)")
     p.add_argument("--k", default="2,5", help="recall cut-offs")
-    p.add_argument("--limit", type=int, help="at most N questions, taking each question type in turn")
+    p.add_argument("--limit", type=positive_int, help="at most N questions, taking each question type in turn")
     p.add_argument("--judge", action="store_true", help="also ask the LLM judge (reported separately)")
     p.add_argument("--why-missed", action="store_true",
                    help="print, per strategy, why gold titles were missed (never retrieved / dropped / ranked below k)")
@@ -178,8 +193,8 @@ def _eval_args(p: argparse.ArgumentParser) -> None:
 
 @command("eval", "evaluate strategies: recall@k, accuracy, calls, tokens, time (resumable)", _eval_args)
 def _eval(args: argparse.Namespace) -> None:
-    from helpers.evaluation.harness import (BENCHMARKS, load_questions, miss_table, parse_strategy, prepare_corpus,
-                                            read_rows, run_evaluation, sample_by_type)
+    from helpers.evaluation.harness import (BENCHMARKS, check_corpus, load_questions, miss_table, parse_strategy,
+                                            prepare_corpus, read_rows, run_evaluation, sample_by_type)
     base = load_config()
     if args.benchmark:
         corpus, questions_file = BENCHMARKS[args.benchmark]
@@ -187,20 +202,25 @@ def _eval(args: argparse.Namespace) -> None:
     else:
         corpus, questions_file = base.resolve_path(args.corpus), base.resolve_path(args.questions)
         default_strategies = "naive,deepsearcher:1,deepsearcher:2,deepsearcher:3"
+    # every input is checked before the long corpus ingest
     strategies = (args.strategies or default_strategies).split(",")
-    try:
-        for spec in strategies:
-            parse_strategy(spec)
-        ks = tuple(int(k) for k in args.k.split(","))
-    except ValueError as exc:
-        raise SystemExit(f"error: {exc}") from None
-    if args.limit is not None and args.limit < 1:
-        raise SystemExit("error: --limit must be at least 1")
-    questions = sample_by_type(load_questions(questions_file), args.limit)  # read before the long ingest
+    for spec in strategies:
+        parse_strategy(spec)
+    if not all(k.strip().isdigit() and int(k) >= 1 for k in args.k.split(",")):
+        raise InputError(f"--k {args.k!r}: give recall cut-offs as whole numbers of at least 1, e.g. --k 2,5")
+    ks = tuple(int(k) for k in args.k.split(","))
+    questions = sample_by_type(load_questions(questions_file), args.limit)
+    check_corpus(corpus)
     out = base.resolve_path(args.out or ("outputs/eval" + (f"-{args.benchmark}" if args.benchmark else "")))
     config = load_config(overrides={**_overrides(args), "vector_db.uri": str(out / "milvus.db")})
     prepare_corpus(corpus, config)
-    summary = run_evaluation(questions, strategies, config, out, ks, judge=args.judge)
+    try:
+        summary = run_evaluation(questions, strategies, config, out, ks, judge=args.judge)
+    except KeyboardInterrupt:
+        saved = len(read_rows(out / "results.jsonl"))
+        print(f"stopped; {saved} row(s) saved in {out / 'results.jsonl'}; re-run the same command to resume",
+              file=sys.stderr)
+        raise SystemExit(130) from None
     print(json.dumps(summary, indent=2))
     if args.why_missed:
         print("\nwhy gold titles were missed (at k = %d):" % max(ks))

@@ -10,12 +10,13 @@ it (see ``ENV_OVERRIDES``), and a notebook can override any field::
 """
 from __future__ import annotations
 
+import difflib
 import os
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from helpers.errors import ConfigError
 
@@ -26,23 +27,23 @@ DEFAULT_CONFIG_FILE = PROJECT_ROOT / "deepsearch.yaml"
 class LLMConfig(BaseModel):
     provider: Literal["llamacpp", "ollama", "openai"] = "llamacpp"
     model: str = "qwen2.5-coder-1.5b"  # catalogue name, GGUF path, Ollama model or OpenAI model
-    context_size: int = 8192
-    temperature: float = 0.2
-    max_tokens: int = 768
-    threads: int = 0  # 0: every core this process may use
+    context_size: int = Field(8192, ge=256)
+    temperature: float = Field(0.2, ge=0.0, le=2.0)
+    max_tokens: int = Field(768, ge=16)
+    threads: int = Field(0, ge=0)  # 0: every core this process may use
     seed: int = 7
-    repeat_penalty: float = 1.1  # >1 discourages the loops small models fall into (llama.cpp and Ollama)
+    repeat_penalty: float = Field(1.1, gt=0.0)  # >1 discourages the loops small models fall into (llama.cpp and Ollama)
     base_url: str | None = None  # Ollama host or OpenAI-compatible base URL
     api_key: str | None = None
     structured_mode: Literal["auto", "json_schema", "json_object", "prompt"] = "auto"
-    retries: int = 2  # extra attempts after an invalid structured reply
-    timeout_s: float = 600.0
+    retries: int = Field(2, ge=0, le=10)  # extra attempts after an invalid structured reply
+    timeout_s: float = Field(600.0, gt=0)
 
 
 class EmbeddingConfig(BaseModel):
     provider: Literal["huggingface", "ollama"] = "huggingface"
     model: str = "all-MiniLM-L6-v2"  # shipped model name, a sentence-transformers folder, or an Ollama model
-    batch_size: int = 32
+    batch_size: int = Field(32, ge=1)
 
 
 class VectorDBConfig(BaseModel):
@@ -51,49 +52,49 @@ class VectorDBConfig(BaseModel):
 
 
 class ChunkingConfig(BaseModel):
-    chunk_size: int = 900  # characters; ~200 tokens, inside MiniLM's 256-token window
-    chunk_overlap: int = 120
+    chunk_size: int = Field(900, ge=100)  # characters; ~200 tokens, inside MiniLM's 256-token window
+    chunk_overlap: int = Field(120, ge=0)
 
 
 class SearchConfig(BaseModel):
-    top_k: int = 5
+    top_k: int = Field(5, ge=1, le=200)
     mode: Literal["dense", "hybrid"] = "dense"
     ranker: Literal["rrf", "weighted"] = "rrf"
-    max_per_document: int = 2  # pipeline retrieval: at most this many chunks of one document per search (0: any)
+    max_per_document: int = Field(2, ge=0)  # pipeline retrieval: at most this many chunks of one document per search (0: any)
 
 
 class PipelineConfig(BaseModel):
-    max_iter: int = 3
-    max_calls: int = 20
-    max_prompt_tokens: int = 15000
-    max_subqueries: int = 4
-    subquery_focus: float = 0.5  # drop sub-queries less similar to the question than this share of the closest one
+    max_iter: int = Field(3, ge=1, le=20)
+    max_calls: int = Field(20, ge=1)
+    max_prompt_tokens: int = Field(15000, ge=500)
+    max_subqueries: int = Field(4, ge=1, le=20)
+    subquery_focus: float = Field(0.5, ge=0.0, le=1.0)  # drop sub-queries less similar to the question than this share of the closest one
     route_check: bool = True  # also search the collection that matches a sub-query best when the router left it out
     relevance: Literal["batch", "per_chunk", "threshold", "none"] = "batch"
-    relevance_threshold: float = 0.35  # cosine similarity: chunks under it are dropped without a model call
-    relevance_accept: float = 0.65  # batch method: chunks at or above it are kept without asking the model
-    synthesis_chunks: int = 12
+    relevance_threshold: float = Field(0.35, ge=-1.0, le=1.0)  # cosine similarity: chunks under it are dropped without a model call
+    relevance_accept: float = Field(0.65, ge=-1.0, le=1.0)  # batch method: chunks at or above it are kept without asking the model
+    synthesis_chunks: int = Field(12, ge=1)
     synthesis_style: Literal["structured", "prose"] = "structured"
     answer: Literal["report", "short"] = "report"  # a report with sections, or a short answer (evaluation)
-    report_max_tokens: int = 1024  # reply limit for the final report (longer than other replies)
+    report_max_tokens: int = Field(1024, ge=64)  # reply limit for the final report (longer than other replies)
 
 
 class ChainConfig(BaseModel):
-    max_hops: int = 4  # at most this many planned steps, each searched and read once
-    max_names: int = 3  # names in the question searched on their own (0: none)
-    hop_passages: int = 3  # best passages of a step's search that the model reads
-    passage_chars: int = 600  # each passage read is cut to this many characters
-    max_calls: int = 8
-    max_prompt_tokens: int = 8000
+    max_hops: int = Field(4, ge=1, le=12)  # at most this many planned steps, each searched and read once
+    max_names: int = Field(3, ge=0)  # names in the question searched on their own (0: none)
+    hop_passages: int = Field(3, ge=1)  # best passages of a step's search that the model reads
+    passage_chars: int = Field(600, ge=100)  # each passage read is cut to this many characters
+    max_calls: int = Field(8, ge=2)
+    max_prompt_tokens: int = Field(8000, ge=500)
 
 
 class AgentConfig(BaseModel):
-    token_budget: int = 20000
-    max_bad_attempts: int = 2
-    max_steps: int = 12
+    token_budget: int = Field(20000, ge=500)
+    max_bad_attempts: int = Field(2, ge=1)
+    max_steps: int = Field(12, ge=1)
     queue_policy: Literal["front", "rotate"] = "front"
-    max_gap_questions: int = 4
-    dedup_threshold: float = 0.86
+    max_gap_questions: int = Field(4, ge=0)
+    dedup_threshold: float = Field(0.86, ge=0.0, le=1.0)
     web_search: bool = False
 
 
@@ -174,15 +175,42 @@ def _env_overrides(environ: dict[str, str]) -> dict[str, str]:
     return overrides
 
 
-def with_overrides(config: Config, overrides: dict[str, Any]) -> Config:
-    """A validated copy of ``config`` with dotted ``overrides`` applied (``{"search.top_k": 3}``)."""
-    tree = config.model_dump()
+def unknown_keys(tree: dict[str, Any], model: type[BaseModel] = None, prefix: str = "") -> list[str]:
+    """One line per key of ``tree`` that is not a setting, naming the closest valid key."""
+    model = model or Config
+    problems = []
+    for key, value in tree.items():
+        fields = model.model_fields
+        if key not in fields:
+            close = difflib.get_close_matches(str(key), list(fields), n=1, cutoff=0.5)
+            hint = f"did you mean '{prefix}{close[0]}'?" if close else f"valid here: {', '.join(fields)}"
+            problems.append(f"'{prefix}{key}' is not a setting ({hint})")
+            continue
+        section = fields[key].annotation
+        if isinstance(value, dict) and isinstance(section, type) and issubclass(section, BaseModel):
+            problems += unknown_keys(value, section, f"{prefix}{key}.")
+    return problems
+
+
+def _validated(tree: dict[str, Any], overrides: dict[str, Any], where: str) -> Config:
+    """``tree`` with dotted ``overrides`` applied, validated; ``where`` names the source in errors.
+    Unknown keys and values out of range are refused, naming the key and what it accepts."""
     for key, value in overrides.items():
         _set_dotted(tree, key, value)
+    unknown = unknown_keys(tree)
+    if unknown:
+        raise ConfigError(f"invalid configuration ({where}): " + "; ".join(unknown))
     try:
         return Config.model_validate(tree)
     except ValidationError as exc:
-        raise ConfigError(f"invalid override(s) {overrides}:\n{exc}") from exc
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']} (got {e.get('input')!r})"
+                             for e in exc.errors())
+        raise ConfigError(f"invalid configuration ({where}): {problems}") from exc
+
+
+def with_overrides(config: Config, overrides: dict[str, Any]) -> Config:
+    """A validated copy of ``config`` with dotted ``overrides`` applied (``{"search.top_k": 3}``)."""
+    return _validated(config.model_dump(), overrides, f"overrides {overrides}")
 
 
 def load_config(
@@ -206,9 +234,4 @@ def load_config(
         layered.update(FAST_OVERRIDES)
     layered.update(_env_overrides(environ))
     layered.update(overrides or {})
-    for key, value in layered.items():
-        _set_dotted(tree, key, value)
-    try:
-        return Config.model_validate(tree)
-    except ValidationError as exc:
-        raise ConfigError(f"invalid configuration ({file.name} + overrides):\n{exc}") from exc
+    return _validated(tree, layered, f"{file.name} + overrides")

@@ -62,3 +62,7 @@ class EmbeddingMismatchError(VectorStoreError):
 
 class IngestError(DeepSearchLabError):
     """A source cannot be ingested at all (single bad files are skipped, not raised)."""
+
+
+class InputError(DeepSearchLabError):
+    """A question, a file or an argument given by the user cannot be used as it is."""

@@ -6,6 +6,7 @@ import json
 import pytest
 from scripted import Seq, StepScriptedBackend
 
+from helpers.config import with_overrides
 from helpers.knowledge.embeddings import get_embedder
 from helpers.knowledge.ingest import ingest
 from helpers.models.llm import LLM, Budget
@@ -26,10 +27,7 @@ REPORT = "The show changed its look.\n\n## Animation\n\nIt moved to digital ink 
 
 def scripted_run(kb, script, overrides=None, budget=None, **kwargs):
     config, store, _ = kb
-    config = config.model_copy(deep=True)
-    for key, value in (overrides or {}).items():
-        section, field = key.split(".")
-        setattr(getattr(config, section), field, value)
+    config = with_overrides(config, overrides or {})
     backend = StepScriptedBackend({**GOOD, **script})
     p = config.pipeline
     llm = LLM(backend, budget=budget or Budget(max_calls=p.max_calls, max_prompt_tokens=p.max_prompt_tokens))

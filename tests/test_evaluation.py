@@ -7,6 +7,7 @@ import pytest
 
 import helpers.evaluation.harness as evaluation
 from helpers.config import PROJECT_ROOT
+from helpers.errors import InputError
 from helpers.evaluation.harness import (EvalQuestion, answer_matches, load_questions, parse_strategy, recall_at_k,
                                         run_evaluation, sample_by_type, summarise)
 from helpers.results import Result
@@ -47,8 +48,13 @@ def test_strategy_specs():
     assert parse_strategy("naive") == ("naive", "naive", {})
     assert parse_strategy("deepsearcher:2")[2] == {"pipeline.max_iter": 2}
     assert parse_strategy("deepsearch:8000")[2] == {"agent.token_budget": 8000}
-    with pytest.raises(ValueError):
-        parse_strategy("naive:3")
+    assert parse_strategy("chain:3/hybrid") == ("chain:3/hybrid", "chain", {"chain.max_hops": 3, "search.mode": "hybrid"})
+    assert parse_strategy("agent")[1] == "deepsearch"                                  # the new name is accepted
+    for bad, message in [("naive:3", "takes no parameter"), ("naiv", "unknown strategy"),
+                         ("deepsearcher:x", "whole number"), ("deepsearcher:0", "whole number"),
+                         ("chain/bm25", "dense' or 'hybrid")]:
+        with pytest.raises(InputError, match=message):
+            parse_strategy(bad)
 
 
 def test_sampling_takes_one_question_of_each_type_in_turn():

@@ -33,7 +33,7 @@ from pydantic import BaseModel
 from tqdm.auto import tqdm
 
 from helpers.config import PROJECT_ROOT, Config, with_overrides
-from helpers.errors import DeepSearchLabError, StructuredOutputError
+from helpers.errors import DeepSearchLabError, InputError, StructuredOutputError
 from helpers.knowledge.ingest import ingest, ingest_manifest
 from helpers.models.llm import make_llm
 from helpers.prompts import fence, render
@@ -62,16 +62,41 @@ class EvalQuestion:
 
 
 # -- datasets -----------------------------------------------------------------------
-def load_questions(path: str | Path) -> list[EvalQuestion]:
-    """Read a Simpsons-style JSONL file or a 2Wiki/HotpotQA-style JSON list."""
-    path = Path(path)
-    text = path.read_text()
+def _read_json(path: Path, what: str) -> object:
+    """A JSON (or, for ``.jsonl``, one JSON value per line) file, or an ``InputError`` saying where it is wrong."""
+    if not path.is_file():
+        raise InputError(f"{what} file {path} does not exist (check the path)")
+    text = path.read_text(errors="replace")
     if path.suffix == ".jsonl":
-        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
-    else:
-        rows = json.loads(text)
+        rows = []
+        for number, line in enumerate(text.splitlines(), start=1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise InputError(f"{path}, line {number}: not valid JSON ({exc.msg}); fix or remove that line")
+        return rows
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from exc
+
+
+def load_questions(path: str | Path) -> list[EvalQuestion]:
+    """Read a Simpsons-style JSONL file or a 2Wiki/HotpotQA-style JSON list.  Each record needs
+    ``question`` and ``answer``; a bad record is an ``InputError`` naming it."""
+    path = Path(path)
+    rows = _read_json(path, "questions")
+    if not isinstance(rows, list) or not rows:
+        raise InputError(f"{path}: expected a non-empty list of questions (a JSON list, or one JSON object per line)")
     questions = []
     for i, row in enumerate(rows):
+        where = f"{path}, question {i + 1}"
+        if not isinstance(row, dict):
+            raise InputError(f"{where}: expected an object with 'question' and 'answer', got {type(row).__name__}")
+        missing = [key for key in ("question", "answer") if key not in row]
+        if missing:
+            raise InputError(f"{where}: missing {' and '.join(repr(m) for m in missing)}")
         if "gold_sources" in row:
             gold, kind = row["gold_sources"], "source"
         elif "gold_titles" in row:
@@ -106,11 +131,24 @@ def sample_by_type(questions: list[EvalQuestion], limit: int | None = None,
     return ordered[:limit]
 
 
+def check_corpus(corpus: str | Path) -> list:
+    """The corpus records: a collections manifest (``[{"path", ...}]``) or ``[{"title", "text"}]``
+    paragraphs; anything else is an ``InputError`` saying what was expected."""
+    corpus = Path(corpus)
+    records = _read_json(corpus, "corpus")
+    shape_ok = isinstance(records, list) and records and all(
+        isinstance(r, dict) and ("path" in r or ("title" in r and "text" in r)) for r in records)
+    if not shape_ok:
+        raise InputError(f"{corpus}: expected a JSON list of {{\"title\", \"text\"}} paragraphs or a collections "
+                         "manifest (a list of {\"name\", \"path\", \"description\"})")
+    return records
+
+
 def prepare_corpus(corpus: str | Path, config: Config) -> list[str]:
     """Ingest a manifest (``collections.json``) or a ``{"title","text"}`` corpus; return collection names."""
     corpus = Path(corpus)
-    records = json.loads(corpus.read_text())
-    if records and isinstance(records[0], dict) and "path" in records[0]:
+    records = check_corpus(corpus)
+    if "path" in records[0]:
         ingest_manifest(config, corpus, progress=False)
         return [entry["name"] for entry in records]
     name = re.sub(r"[^a-zA-Z0-9_]", "_", corpus.stem) or "corpus"
@@ -194,13 +232,13 @@ def parse_strategy(spec: str) -> tuple[str, str, dict]:
     if parameter:
         key = STRATEGY_PARAMETER.get(name)
         if key is None:
-            raise ValueError(f"strategy '{name}' takes no parameter (got '{spec}')")
+            raise InputError(f"strategy '{name}' takes no parameter (got '{spec}')")
         if not parameter.isdigit() or int(parameter) < 1:
-            raise ValueError(f"'{spec}': the parameter of '{name}' ({key}) must be a whole number of at least 1")
+            raise InputError(f"'{spec}': the parameter of '{name}' ({key}) must be a whole number of at least 1")
         overrides[key] = int(parameter)
     if mode:
         if mode not in ("dense", "hybrid"):
-            raise ValueError(f"'{spec}': the search mode after '/' must be 'dense' or 'hybrid'")
+            raise InputError(f"'{spec}': the search mode after '/' must be 'dense' or 'hybrid'")
         overrides["search.mode"] = mode
     return spec, name, overrides
 

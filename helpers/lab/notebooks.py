@@ -1,4 +1,4 @@
-"""Small helpers for the notebook series (``notebooks/00_…`` to ``09_…``).
+"""Small helpers for the notebook series (``notebooks/00_…`` to ``10_…``).
 
 * ``notebook_config(name, ...)``: the project configuration with a Milvus Lite
   directory of the notebook's own (``outputs/milvus/<name>.db``), so two open

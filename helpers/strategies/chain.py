@@ -180,10 +180,13 @@ def answer_from_facts(llm: LLM, question: str, hops: list[Hop],
 
 
 def run_chain(question: str, config: Config, *, llm: LLM | None = None, store: VectorStore | None = None,
-              embedder: Embedder | None = None, collections: list[str] | None = None) -> Result:
+              embedder: Embedder | None = None, collections: list[str] | None = None,
+              templates: dict[str, str] | None = None) -> Result:
     """Answer ``question`` step by step; never raises for model misbehaviour.
 
-    ``Result.sources`` lists every passage found, in turn order (see ``EvidenceLog``)."""
+    ``templates`` replaces prompts by name (``chain_plan``, ``chain_read``, ``chain_answer``) with
+    edited texts.  ``Result.sources`` lists every passage found, in turn order (see ``EvidenceLog``)."""
+    templates = templates or {}
     started = time.perf_counter()
     c = config.chain
     llm = llm or make_llm(config, Budget(max_calls=c.max_calls, max_prompt_tokens=c.max_prompt_tokens))
@@ -197,24 +200,24 @@ def run_chain(question: str, config: Config, *, llm: LLM | None = None, store: V
     hops: list[Hop] = []
     answer = ""
     try:
-        evidence.add(question, _search(store, embedder, question, names, config, result.trace))
-        mentioned, steps, entry = plan_steps(llm, question, c.max_hops)
+        evidence.add(question, search_step(store, embedder, question, names, config, result.trace))
+        mentioned, steps, entry = plan_steps(llm, question, c.max_hops, templates.get("chain_plan"))
         result.trace.append(entry)
         for name in mentioned[: c.max_names]:  # each name the question contains, searched alone (no model call)
-            evidence.add(name, _search(store, embedder, name, names, config, result.trace))
+            evidence.add(name, search_step(store, embedder, name, names, config, result.trace))
         for number, step in enumerate(steps, start=1):
             hop = Hop(step, fill_references(step, hops))
-            hop.hits = _search(store, embedder, hop.query, names, config, result.trace, number)
+            hop.hits = search_step(store, embedder, hop.query, names, config, result.trace, number)
             evidence.add(hop.query, hop.hits)
             hops.append(hop)
             if not llm.has_room(calls=2):  # keep the last call for the answer
                 result.trace.append(TraceStep("stop", number, notes=["budget kept for the answer"]))
                 break
-            hop.answer, entry = read_answer(llm, hop, c.hop_passages, c.passage_chars)
+            hop.answer, entry = read_answer(llm, hop, c.hop_passages, c.passage_chars, templates.get("chain_read"))
             entry.iteration = number
             result.trace.append(entry)
         if any(hop.answered for hop in hops):
-            answer, entry = answer_from_facts(llm, question, hops)
+            answer, entry = answer_from_facts(llm, question, hops, templates.get("chain_answer"))
             result.trace.append(entry)
     except BudgetExceededError as exc:
         result.trace.append(TraceStep("budget", notes=[f"{exc}; answering with the facts found"]))
@@ -229,8 +232,8 @@ def run_chain(question: str, config: Config, *, llm: LLM | None = None, store: V
     return result
 
 
-def _search(store: VectorStore, embedder: Embedder, query: str, names: list[str], config: Config,
-            trace: list[TraceStep], number: int = 0) -> list[Hit]:
+def search_step(store: VectorStore, embedder: Embedder, query: str, names: list[str], config: Config,
+                trace: list[TraceStep], number: int = 0) -> list[Hit]:
     """The top-k hits for ``query`` over ``names``, traced."""
     with traced(trace, None, "search", number, query=query) as entry:
         hits = search_collections(store, embedder, query, names, k=config.search.top_k, mode=config.search.mode,

@@ -2,9 +2,11 @@
 harness can run them by name."""
 from __future__ import annotations
 
+import re
 from typing import Callable
 
 from helpers.config import Config
+from helpers.errors import InputError
 from helpers.results import Result
 from helpers.strategies.chain import run_chain
 from helpers.strategies.pipeline import run_naive, run_pipeline
@@ -18,7 +20,7 @@ def _run_agent(question: str, config: Config, **kwargs) -> Result:
 STRATEGIES: dict[str, Callable[..., Result]] = {
     "naive": run_naive,           # one search, one answer: the baseline
     "deepsearcher": run_pipeline,  # decompose, route, retrieve, judge, reflect, report
-    "chain": run_chain,           # hop by hop: read the newest passages, write the next query
+    "chain": run_chain,           # hop by hop: plan simple steps, search and read each, fill answers forward
     "deepsearch": _run_agent,     # the agent loop with masked actions and answer checks
 }
 ALIASES = {"pipeline": "deepsearcher", "agent": "deepsearch"}
@@ -28,10 +30,17 @@ def strategy_name(name: str) -> str:
     """The registered name for ``name`` (aliases accepted); a clear error for unknown names."""
     name = ALIASES.get(name, name)
     if name not in STRATEGIES:
-        raise ValueError(f"unknown strategy '{name}'; choose one of {', '.join(STRATEGIES)}")
+        raise InputError(f"unknown strategy '{name}': choose one of {', '.join(STRATEGIES)}")
     return name
+
+
+def check_question(question: str) -> None:
+    """Refuse a question with no word in it (empty, blanks or punctuation only)."""
+    if not re.search(r"\w", question or ""):
+        raise InputError(f"the question {question!r} has no words in it: ask a question in words")
 
 
 def run_strategy(name: str, question: str, config: Config, **kwargs) -> Result:
     """Run strategy ``name`` ('naive', 'deepsearcher', 'chain' or 'deepsearch') on ``question``."""
+    check_question(question)
     return STRATEGIES[strategy_name(name)](question, config, **kwargs)

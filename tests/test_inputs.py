@@ -1,0 +1,165 @@
+"""Bad input at the edges (config, CLI, evaluation files) gets one clear message and exit code 2,
+before any model or long ingest starts; a finished answer is never lost to a failed side write."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import helpers.evaluation.harness as harness
+import helpers.strategies.registry as registry
+from helpers.cli import main
+from helpers.config import load_config
+from helpers.errors import ConfigError, DeepSearchLabError
+from helpers.evaluation.harness import EvalQuestion, evaluate_one, read_rows
+from helpers.results import Result
+
+SAMPLE = "data/multihop_sample"
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    """Exit code, stdout and stderr of ``python -m helpers ARGV``."""
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:  # argparse's own usage errors
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"pipeline.max_iter": 0}, "pipeline.max_iter: Input should be greater than or equal to 1"),
+    ({"pipeline.max_iter": -1}, "pipeline.max_iter"),
+    ({"agent.token_budget": 1}, "agent.token_budget: Input should be greater than or equal to 500"),
+    ({"search.top_k": -2}, "search.top_k"),
+    ({"llm.context_size": -1}, "llm.context_size"),
+    ({"chain.max_hops": 0}, "chain.max_hops"),
+    ({"llm.modle": "x"}, "'llm.modle' is not a setting (did you mean 'llm.model'?)"),
+    ({"llm.temprature": 0.1}, "did you mean 'llm.temperature'?"),
+    ({"search.topk": 3}, "did you mean 'search.top_k'?"),
+])
+def test_settings_out_of_range_or_unknown_are_refused_by_name(overrides, message):
+    with pytest.raises(ConfigError) as caught:
+        load_config(environ={}, overrides=overrides)
+    assert message in str(caught.value)
+
+
+def test_unknown_keys_in_the_yaml_file_are_named(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("llm:\n  modle: x\nserch:\n  top_k: 3\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, environ={})
+    assert "'llm.modle' is not a setting (did you mean 'llm.model'?)" in str(caught.value)
+    assert "'serch' is not a setting (did you mean 'search'?)" in str(caught.value)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["query", ""], "has no words in it"),
+    (["query", " ?! ..."], "has no words in it"),
+    (["query", "Who voices Homer?", "--max-iter", "-1"], "pipeline.max_iter"),
+    (["query", "Who voices Homer?", "--max-iter", "0"], "pipeline.max_iter"),
+    (["query", "Who voices Homer?", "--token-budget", "0"], "agent.token_budget"),
+])
+def test_query_refuses_bad_input_before_any_model_call(capsys, monkeypatch, argv, message):
+    monkeypatch.setattr(registry, "STRATEGIES", {})  # any run would fail loudly: none may start
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2 and message in err and "Traceback" not in err and not out
+
+
+def test_search_refuses_a_negative_k(capsys):
+    code, _, err = run_cli(capsys, "search", "Emmy awards", "-k", "-3")
+    assert code == 2 and "expected a whole number of at least 1" in err
+
+
+def test_search_on_an_empty_database_says_to_ingest_first(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("DSL_MILVUS_URI", str(tmp_path / "empty.db"))
+    code, out, err = run_cli(capsys, "search", "Emmy awards")
+    assert code == 2 and "run `python -m helpers ingest` first" in err and not out
+
+
+def test_a_finished_answer_is_printed_even_when_the_trace_cannot_be_written(capsys, monkeypatch):
+    monkeypatch.setattr(registry, "STRATEGIES", {"naive": lambda q, c, **k: Result(q, "naive", answer="Dan [1]")})
+    code, out, err = run_cli(capsys, "query", "Who voices Homer?", "--strategy", "naive",
+                             "--trace", "/proc/no/such/dir/trace.json")
+    assert code == 0 and "Dan [1]" in out
+    assert "warning: the trace was not saved" in err and "the answer above is complete" in err
+
+
+@pytest.fixture
+def eval_files(tmp_path):
+    """Bad and good evaluation inputs, and an output folder that must stay empty."""
+    files = {
+        "broken.json": '[{"question": "a?", "answer": "b"',
+        "broken.jsonl": '{"question": "a?", "answer": "b"}\n{"question": oops}\n',
+        "no_answer.json": json.dumps([{"question": "a?"}]),
+        "not_a_list.json": json.dumps({"title": "x", "text": "y"}),
+        "empty.json": "[]",
+    }
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    return tmp_path
+
+
+@pytest.mark.parametrize("questions, corpus, extra, message", [
+    ("broken.json", None, [], "not valid JSON"),
+    ("broken.jsonl", None, [], "line 2: not valid JSON"),
+    ("no_answer.json", None, [], "question 1: missing 'answer'"),
+    ("empty.json", None, [], "expected a non-empty list of questions"),
+    ("missing.json", None, [], "questions file"),
+    (None, "not_a_list.json", [], 'expected a JSON list of {"title", "text"} paragraphs'),
+    (None, "missing.json", [], "corpus file"),
+    (None, None, ["--strategies", "naiv"], "unknown strategy 'naiv'"),
+    (None, None, ["--strategies", "deepsearcher:x"], "whole number"),
+    (None, None, ["--strategies", "naive:3"], "takes no parameter"),
+    (None, None, ["--k", "2,x"], "--k '2,x'"),
+])
+def test_eval_checks_every_input_before_the_ingest(capsys, eval_files, questions, corpus, extra, message):
+    argv = ["eval", "--questions", str(eval_files / questions) if questions else f"{SAMPLE}/questions.json",
+            "--corpus", str(eval_files / corpus) if corpus else f"{SAMPLE}/corpus.json",
+            "--out", str(eval_files / "out"), *extra]
+    code, _, err = run_cli(capsys, *argv)
+    assert code == 2 and message in err and "Traceback" not in err
+    assert not (eval_files / "out").exists()                 # nothing was ingested or written
+
+
+def test_eval_limit_must_be_positive(capsys):
+    code, _, err = run_cli(capsys, "eval", "--limit", "0")
+    assert code == 2 and "at least 1" in err
+
+
+def test_ctrl_c_during_eval_says_how_many_rows_are_saved(capsys, monkeypatch, tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "results.jsonl").write_text('{"strategy": "naive", "id": "s1"}\n')
+    monkeypatch.setattr(harness, "prepare_corpus", lambda corpus, config: ["corpus"])
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(harness, "run_evaluation", interrupted)
+    code, _, err = run_cli(capsys, "eval", "--questions", f"{SAMPLE}/questions.json", "--corpus",
+                           f"{SAMPLE}/corpus.json", "--out", str(tmp_path / "out"))
+    assert code == 130 and "stopped; 1 row(s) saved" in err and "re-run the same command to resume" in err
+    assert "KeyboardInterrupt" not in err
+
+
+def test_a_torn_last_line_is_set_aside_and_its_row_runs_again(tmp_path):
+    results = tmp_path / "results.jsonl"
+    results.write_text('{"strategy": "naive", "id": "1"}\n{"strategy": "naive", "id": "2", "answ')
+    with pytest.warns(UserWarning, match="the last line was torn"):
+        rows = read_rows(results)
+    assert [r["id"] for r in rows] == ["1"]
+    assert results.read_text() == '{"strategy": "naive", "id": "1"}\n'
+    assert (tmp_path / "results.torn").read_text().startswith('{"strategy": "naive", "id": "2"')
+    results.write_text('{"strategy": "naive", "id": "1"}\nnot json\n{"strategy": "naive", "id": "3"}\n')
+    with pytest.raises(DeepSearchLabError, match="line 2: not a JSON row"):
+        read_rows(results)
+
+
+def test_a_crashing_row_is_recorded_and_the_evaluation_goes_on(monkeypatch, tmp_path, small_config):
+    def crash(name, question, config):
+        raise RuntimeError("a library failed")
+    monkeypatch.setattr(harness, "run_strategy", crash)
+    question = EvalQuestion("q1", "Who voices Homer?", "Dan Castellaneta", gold=["voice_cast.md"], gold_kind="source")
+    row = evaluate_one(question, "naive", small_config, [2, 5], judge=False, trace_dir=tmp_path)
+    assert row["failed"] and row["error"] == "RuntimeError: a library failed" and not row["correct"]
+    saved = Result.load(tmp_path / "naive__q1.json")
+    assert "RuntimeError: a library failed" in saved.settings["traceback"]
