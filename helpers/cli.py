@@ -8,6 +8,7 @@ from typing import Callable
 
 from helpers.config import FAST_OVERRIDES, load_config
 from helpers.errors import DeepSearchLabError, InputError
+from helpers.prompts import PromptSet
 
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable]] = {}
 
@@ -126,6 +127,7 @@ def _query_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fast", action="store_true", help="the small model and small budgets")
     p.add_argument("--json", action="store_true", help='print {"answer", "sources", "usage"} as JSON')
     p.add_argument("--trace", help="also save the full trace as JSON to this file")
+    p.add_argument("--prompts", help="a JSON file of edited prompts ({name: text}, e.g. saved by a notebook)")
 
 
 def _overrides(args: argparse.Namespace) -> dict:
@@ -143,7 +145,8 @@ def _query(args: argparse.Namespace) -> None:
     from helpers.strategies.registry import check_question, run_strategy
     config = load_config(overrides=_overrides(args))
     check_question(args.question)
-    result = run_strategy(args.strategy, args.question, config)
+    prompts = PromptSet.load(args.prompts) if args.prompts else None
+    result = run_strategy(args.strategy, args.question, config, prompts=prompts)
     if args.json:  # the answer first: a failed side write below must not lose it
         print(json.dumps(result.summary_json(), indent=2, ensure_ascii=False))
     else:
@@ -188,6 +191,7 @@ def _eval_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--why-missed", action="store_true",
                    help="print, per strategy, why gold titles were missed (never retrieved / dropped / ranked below k)")
     p.add_argument("--fast", action="store_true", help="the small model and small budgets")
+    p.add_argument("--prompts", help="a JSON file of edited prompts ({name: text}, e.g. saved by a notebook)")
     p.add_argument("--out", default=None, help="output folder (default outputs/eval, or outputs/eval-<benchmark>)")
 
 
@@ -211,11 +215,12 @@ def _eval(args: argparse.Namespace) -> None:
     ks = tuple(int(k) for k in args.k.split(","))
     questions = sample_by_type(load_questions(questions_file), args.limit)
     check_corpus(corpus)
+    prompts = PromptSet.load(args.prompts) if args.prompts else None
     out = base.resolve_path(args.out or ("outputs/eval" + (f"-{args.benchmark}" if args.benchmark else "")))
     config = load_config(overrides={**_overrides(args), "vector_db.uri": str(out / "milvus.db")})
     prepare_corpus(corpus, config)
     try:
-        summary = run_evaluation(questions, strategies, config, out, ks, judge=args.judge)
+        summary = run_evaluation(questions, strategies, config, out, ks, judge=args.judge, prompts=prompts)
     except KeyboardInterrupt:
         saved = len(read_rows(out / "results.jsonl"))
         print(f"stopped; {saved} row(s) saved in {out / 'results.jsonl'}; re-run the same command to resume",

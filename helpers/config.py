@@ -52,7 +52,7 @@ class VectorDBConfig(BaseModel):
 
 
 class ChunkingConfig(BaseModel):
-    chunk_size: int = Field(900, ge=100)  # characters; ~200 tokens, inside MiniLM's 256-token window
+    chunk_size: int = Field(900, ge=10)  # characters; ~200 tokens, inside MiniLM's 256-token window
     chunk_overlap: int = Field(120, ge=0)
 
 
@@ -60,7 +60,8 @@ class SearchConfig(BaseModel):
     top_k: int = Field(5, ge=1, le=200)
     mode: Literal["dense", "hybrid"] = "dense"
     ranker: Literal["rrf", "weighted"] = "rrf"
-    max_per_document: int = Field(2, ge=0)  # pipeline retrieval: at most this many chunks of one document per search (0: any)
+    # pipeline retrieval: at most this many chunks of one document per search (0: any)
+    max_per_document: int = Field(2, ge=0)
 
 
 class PipelineConfig(BaseModel):
@@ -68,11 +69,14 @@ class PipelineConfig(BaseModel):
     max_calls: int = Field(20, ge=1)
     max_prompt_tokens: int = Field(15000, ge=500)
     max_subqueries: int = Field(4, ge=1, le=20)
-    subquery_focus: float = Field(0.5, ge=0.0, le=1.0)  # drop sub-queries less similar to the question than this share of the closest one
+    # drop sub-queries less similar to the question than this share of the closest one's similarity
+    subquery_focus: float = Field(0.5, ge=0.0, le=1.0)
     route_check: bool = True  # also search the collection that matches a sub-query best when the router left it out
     relevance: Literal["batch", "per_chunk", "threshold", "none"] = "batch"
-    relevance_threshold: float = Field(0.35, ge=-1.0, le=1.0)  # cosine similarity: chunks under it are dropped without a model call
-    relevance_accept: float = Field(0.65, ge=-1.0, le=1.0)  # batch method: chunks at or above it are kept without asking the model
+    # cosine similarity: chunks under it are demoted without a model call
+    relevance_threshold: float = Field(0.35, ge=-1.0, le=1.0)
+    # batch method: chunks at or above it are kept without asking the model
+    relevance_accept: float = Field(0.65, ge=-1.0, le=1.0)
     synthesis_chunks: int = Field(12, ge=1)
     synthesis_style: Literal["structured", "prose"] = "structured"
     answer: Literal["report", "short"] = "report"  # a report with sections, or a short answer (evaluation)
@@ -146,6 +150,17 @@ FAST_OVERRIDES = {
 }
 
 
+def is_server_uri(uri: str) -> bool:
+    """True for a Milvus server address (``http://host:port``), False for a Milvus Lite path."""
+    return uri.startswith(("http://", "https://", "tcp://"))
+
+
+def fast_mode(environ: dict[str, str] | None = None) -> bool:
+    """True when ``DSL_FAST`` asks for the fast profile (``FAST_OVERRIDES``): the one test of it."""
+    environ = os.environ if environ is None else environ
+    return environ.get("DSL_FAST", "") not in ("", "0")
+
+
 def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
     *parents, leaf = dotted.split(".")
     node = tree
@@ -167,7 +182,7 @@ def _env_overrides(environ: dict[str, str]) -> dict[str, str]:
             continue
         if var == "OPENAI_BASE_URL" and provider != "openai":
             continue
-        if var == "MILVUS_URI" and not environ[var].startswith(("http://", "https://", "tcp://")):
+        if var == "MILVUS_URI" and not is_server_uri(environ[var]):
             raise ConfigError(
                 f"MILVUS_URI={environ[var]!r}: pymilvus only accepts server URIs (http://host:port) in "
                 "MILVUS_URI. For a Milvus Lite directory set DSL_MILVUS_URI or vector_db.uri instead.")
@@ -230,7 +245,7 @@ def load_config(
     elif path:
         raise ConfigError(f"config file {file} does not exist")
     layered: dict[str, Any] = {}
-    if environ.get("DSL_FAST", "") not in ("", "0"):
+    if fast_mode(environ):
         layered.update(FAST_OVERRIDES)
     layered.update(_env_overrides(environ))
     layered.update(overrides or {})

@@ -51,6 +51,7 @@ class TraceStep:
     kept: list[dict] = field(default_factory=list)
     dropped: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    prompts: list[str] = field(default_factory=list)  # the prompt versions used, as name@hash
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -164,12 +165,12 @@ def hit_summary(hit: Hit) -> dict:
             "score": round(hit.score, 4), "similarity": round(hit.similarity, 4), "text": hit.text[:200]}
 
 
-_CITATION = re.compile(r"\[(\d{1,3})\]")
+CITATION = re.compile(r"\[(\d{1,3})\]")  # a source cited as [n]: the one pattern every module uses
 
 
 def cited_numbers(text: str) -> set[int]:
     """Numbers cited as ``[n]`` in a text."""
-    return {int(n) for n in _CITATION.findall(text)}
+    return {int(n) for n in CITATION.findall(text)}
 
 
 def number_sources(hits: list[Hit], answer: str) -> list[Source]:

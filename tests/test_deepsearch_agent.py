@@ -16,6 +16,7 @@ from helpers.knowledge.embeddings import get_embedder
 from helpers.knowledge.query_dedup import QueryDeduper
 from helpers.knowledge.retrieval import interleave
 from helpers.models.llm import LLM
+from helpers.prompts import prompt_version
 from helpers.results import Hit
 from helpers.strategies.agent import (action_schema, allowed_actions, cite_sources, drop_repeated_sentences,
                                       has_substance, run_agent, schema_actions)
@@ -97,11 +98,12 @@ def embedder():
     return get_embedder(load_config().embedding)
 
 
-def run_script(embedder, script, budget=6000, context_size=4096, **agent):
+def run_script(embedder, script, budget=6000, context_size=4096, prompts=None, **agent):
     config = load_config(overrides={"llm.max_tokens": 64, "search.top_k": 3, "agent.token_budget": budget,
                                     **{f"agent.{key}": value for key, value in agent.items()}})
     backend = StepScriptedBackend(script, context_size, tokens="words", message_overhead=6)
-    result = run_agent(QUESTION, config, llm=LLM(backend, retries=1), store=FakeStore(), embedder=embedder)
+    result = run_agent(QUESTION, config, llm=LLM(backend, retries=1), store=FakeStore(), embedder=embedder,
+                       prompts=prompts)
     return result, backend
 
 
@@ -433,3 +435,19 @@ def test_real_model_run_finishes_within_budget_and_cites(simpsons_kb):
 def _cited(text: str) -> set[int]:
     from helpers.results import cited_numbers
     return cited_numbers(text)
+
+
+def test_edited_prompts_reach_every_agent_call_and_the_trace_names_their_versions(embedder):
+    edited = {"agent_rewrite_system": "You rewrite queries (edited).", "agent_check_system": "Strict (edited)."}
+    script = {"action": [search("simpsons ratings"), answer(GOOD_ANSWER, [1, 2])],
+              "rewrite": [json.dumps({"queries": ["simpsons ratings households"]})],
+              "evaluate plan": [PLAN_STRICT_ONLY], "check strict": [verdict(True)]}
+    result, backend = run_script(embedder, script, max_steps=4, prompts=edited)
+    assert backend.calls_for("rewrite")[0]["messages"][0]["content"] == edited["agent_rewrite_system"]
+    assert backend.calls_for("check strict")[0]["messages"][0]["content"] == edited["agent_check_system"]
+    rewrite = result.steps("rewrite")[0]
+    assert prompt_version("agent_rewrite_system", edited["agent_rewrite_system"]) in rewrite.prompts
+    assert any(v.startswith("agent_rewrite@") for v in rewrite.prompts)
+    action = result.steps("action")[0]
+    assert {v.split("@")[0] for v in action.prompts} >= {"agent_system", "agent_action", "agent_action_search"}
+    assert "agent_beast" not in {v.split("@")[0] for v in action.prompts}   # measured, never sent here

@@ -80,7 +80,7 @@ def test_interrupted_run_resumes(monkeypatch, tmp_path, small_config):
     questions = load_questions(SAMPLE / "questions.json")[:3]
     calls = []
 
-    def fake_run(name, question, config):  # stands in for the model: this test is about bookkeeping
+    def fake_run(name, question, config, **kwargs):  # stands in for the model: this test is about bookkeeping
         calls.append(question)
         if len(calls) == 2:
             raise KeyboardInterrupt

@@ -155,7 +155,7 @@ def test_a_torn_last_line_is_set_aside_and_its_row_runs_again(tmp_path):
 
 
 def test_a_crashing_row_is_recorded_and_the_evaluation_goes_on(monkeypatch, tmp_path, small_config):
-    def crash(name, question, config):
+    def crash(name, question, config, **kwargs):
         raise RuntimeError("a library failed")
     monkeypatch.setattr(harness, "run_strategy", crash)
     question = EvalQuestion("q1", "Who voices Homer?", "Dan Castellaneta", gold=["voice_cast.md"], gold_kind="source")

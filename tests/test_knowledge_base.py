@@ -3,14 +3,13 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from servers import free_port, wait_for_port
 
 from helpers.config import PROJECT_ROOT, load_config
 from helpers.errors import EmbeddingMismatchError
@@ -147,25 +146,16 @@ def test_json_corpus_one_record_per_chunk(tmp_path, kb):
         store.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def test_server_mode_uri(tmp_path, kb):
     config, _, _ = kb
-    port = _free_port()
+    port = free_port()
     milvus_lite = Path(sys.executable).with_name("milvus-lite")
     server = subprocess.Popen([str(milvus_lite), "server", "--data-dir", str(tmp_path / "srv"),
                                "--host", "127.0.0.1", "--port", str(port)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        for _ in range(60):
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.5)
+        assert wait_for_port(port, 30), "milvus-lite server did not start"
         server_config = load_config(overrides={"vector_db.uri": f"http://127.0.0.1:{port}"})
         store = open_store(server_config)
         report = ingest([str(DATA / "distractors" / "volcanoes")], "volcanoes", "volcano facts", server_config,

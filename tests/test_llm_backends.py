@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 from pydantic import BaseModel
+from servers import free_port
 
 from helpers.errors import BackendUnreachableError, ModelNotFoundError
 from helpers.models.llm import LLM, OllamaBackend, OpenAIBackend
@@ -96,15 +96,10 @@ def test_checked_grammar_gives_what_the_full_grammar_gives(small_backend):
     assert small_backend.llama.detokenize(checked_tokens).decode().lstrip().startswith("{")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 @pytest.fixture(scope="module")
 def llama_server():
-    port = _free_port()
+    port = free_port()
     model = ensure_model("qwen2.5-coder-0.5b")
     proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host",
                              "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--n_threads", "2",
@@ -137,7 +132,7 @@ def test_openai_compatible_backend_against_llama_cpp_server(llama_server):
 
 
 def test_openai_backend_unreachable_says_what_to_do():
-    backend = OpenAIBackend("m", context_size=2048, base_url=f"http://127.0.0.1:{_free_port()}/v1")
+    backend = OpenAIBackend("m", context_size=2048, base_url=f"http://127.0.0.1:{free_port()}/v1")
     with pytest.raises(BackendUnreachableError, match="llama_cpp.server"):
         LLM(backend).chat([{"role": "user", "content": "hi"}])
 
@@ -170,7 +165,7 @@ def test_ollama_missing_model_and_unreachable_server():
     backend = OllamaBackend("qwen2.5-coder-0.5b", context_size=4096, transport=_replay("model_missing", []))
     with pytest.raises(ModelNotFoundError, match="ollama pull qwen2.5-coder:0.5b"):
         LLM(backend).chat([{"role": "user", "content": "hi"}])
-    dead = OllamaBackend("x", context_size=4096, host=f"http://127.0.0.1:{_free_port()}")
+    dead = OllamaBackend("x", context_size=4096, host=f"http://127.0.0.1:{free_port()}")
     with pytest.raises(BackendUnreachableError, match="ollama serve"):
         LLM(dead).chat([{"role": "user", "content": "hi"}])
 

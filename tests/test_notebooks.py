@@ -9,7 +9,6 @@ import json
 import os
 import re
 import secrets
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from servers import free_port
 
 from helpers.config import PROJECT_ROOT
 from helpers.lab.notebooks import (DB_DIR_ENV, NOTEBOOK_DIR, check_citations, execute_notebook, kernel_env, milvus_path,
@@ -133,11 +133,6 @@ def test_notebook_executes_in_fast_mode(path, fast_kernel, tmp_path):
 
 
 # -- JupyterLab (fast) ----------------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
 
 def _get_json(url: str):
     with urllib.request.urlopen(url, timeout=5) as reply:
@@ -146,7 +141,7 @@ def _get_json(url: str):
 
 @pytest.mark.timeout(180)
 def test_jupyterlab_serves_the_notebooks(tmp_path):
-    port, token = _free_port(), secrets.token_hex(16)
+    port, token = free_port(), secrets.token_hex(16)
     env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"), "JUPYTER_CONFIG_DIR": str(tmp_path / "config")}
     command = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
                f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={PROJECT_ROOT}"]

@@ -36,7 +36,7 @@ from helpers.config import PROJECT_ROOT, Config, with_overrides
 from helpers.errors import DeepSearchLabError, InputError, StructuredOutputError
 from helpers.knowledge.ingest import ingest, ingest_manifest
 from helpers.models.llm import make_llm
-from helpers.prompts import fence, render
+from helpers.prompts import PromptSet, as_prompt_set, fence, render
 from helpers.results import Result
 from helpers.strategies.registry import run_strategy, strategy_name
 
@@ -269,7 +269,7 @@ def explain_misses(result: Result, gold: list[str], k: int, kind: str = "title")
 
 
 def evaluate_one(question: EvalQuestion, spec: str, config: Config, ks: list[int], judge: bool,
-                 trace_dir: Path | None = None) -> dict:
+                 trace_dir: Path | None = None, prompts: PromptSet | None = None) -> dict:
     """Run one strategy on one question and score it; with ``trace_dir`` the run's full trace is saved
     there as ``<strategy>__<id>.json`` (load it with ``Result.load`` to see why a row scored as it did).
 
@@ -279,7 +279,7 @@ def evaluate_one(question: EvalQuestion, spec: str, config: Config, ks: list[int
     run_config = with_overrides(config, {"pipeline.answer": "short", **overrides})
     started = time.perf_counter()
     try:
-        result = run_strategy(name, question.question, run_config)
+        result = run_strategy(name, question.question, run_config, prompts=prompts)
         error = result.error or ("" if result.answer.strip() else "empty answer")
     except Exception as exc:  # noqa: BLE001 - one crashing row must not end the evaluation
         result, error = Result(question.question, name), f"{type(exc).__name__}: {exc}"
@@ -332,9 +332,11 @@ def _done(results_file: Path) -> set[tuple[str, str]]:
 
 
 def run_evaluation(questions: list[EvalQuestion], strategies: list[str], config: Config, out_dir: str | Path,
-                   ks: tuple[int, ...] = (2, 5), judge: bool = False, progress: bool = True) -> dict:
+                   ks: tuple[int, ...] = (2, 5), judge: bool = False, progress: bool = True,
+                   prompts: PromptSet | dict | None = None) -> dict:
     """Run every strategy on every question (resuming), then write summary.json, results.csv and plots.
-    Each run's trace goes to ``traces/`` in ``out_dir``."""
+    Each run's trace goes to ``traces/`` in ``out_dir``; ``prompts`` (edited prompt texts) reach every run."""
+    prompts = as_prompt_set(prompts)
     for spec in strategies:  # refuse a bad spec before any run starts
         parse_strategy(spec)
     out = Path(out_dir)
@@ -346,7 +348,7 @@ def run_evaluation(questions: list[EvalQuestion], strategies: list[str], config:
     recalls: list[float] = []
     with tqdm(todo, desc="evaluate", unit="run", disable=not progress) as bar:
         for spec, question in bar:
-            row = evaluate_one(question, spec, config, list(ks), judge, trace_dir=out / "traces")
+            row = evaluate_one(question, spec, config, list(ks), judge, trace_dir=out / "traces", prompts=prompts)
             with results_file.open("a") as handle:
                 handle.write(json.dumps(row, ensure_ascii=False) + "\n")
             if row.get(f"recall@{ks[-1]}") is not None:

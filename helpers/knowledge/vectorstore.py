@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from helpers.config import Config
+from helpers.config import Config, is_server_uri
 from helpers.errors import DatabaseLockedError, EmbeddingMismatchError, VectorStoreError
 from helpers.knowledge.embeddings import Embedder
 from helpers.results import Hit
@@ -49,7 +49,7 @@ class CollectionInfo:
     count: int
 
 
-def _lock_holders(path: Path) -> list[str]:
+def lock_holders(path: Path) -> list[str]:
     """PIDs (and command lines) of other processes with files open under ``path``."""
     holders = []
     for proc in Path("/proc").glob("[0-9]*"):
@@ -105,7 +105,7 @@ class VectorStore:
         # clock (fine).  Set here, as importing pymilvus resets its loggers' levels.
         logging.getLogger("pymilvus.client.iterator.query_iterator").setLevel(logging.ERROR)
 
-        self.is_local = not uri.startswith(("http://", "https://", "tcp://"))
+        self.is_local = not is_server_uri(uri)
         if self.is_local:
             Path(uri).parent.mkdir(parents=True, exist_ok=True)
         self.uri = uri
@@ -116,7 +116,7 @@ class VectorStore:
             self.client = MilvusClient(uri=uri, token=token)
         except Exception as exc:  # pymilvus wraps the cause in several exception types
             text = str(exc)
-            holders = _lock_holders(Path(uri).resolve()) if self.is_local else []
+            holders = lock_holders(Path(uri).resolve()) if self.is_local else []
             if holders or "lock" in text.lower():
                 holders = ", ".join(holders) or "another process"
                 raise DatabaseLockedError(
@@ -304,7 +304,7 @@ _STORES: dict[str, VectorStore] = {}
 def open_store(config: Config) -> VectorStore:
     """The vector store for ``config.vector_db``, opened once per process (Milvus Lite locks per process)."""
     uri = config.vector_db.uri
-    if not uri.startswith(("http://", "https://", "tcp://")):
+    if not is_server_uri(uri):
         uri = str(config.resolve_path(uri))
     if uri not in _STORES:
         _STORES[uri] = VectorStore(uri, config.vector_db.token)

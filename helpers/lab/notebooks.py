@@ -20,7 +20,6 @@ import html
 import json
 import os
 import platform
-import re
 import shutil
 import sys
 import time
@@ -30,7 +29,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from helpers.config import PROJECT_ROOT, Config, load_config
+from helpers.config import PROJECT_ROOT, Config, fast_mode, is_server_uri, load_config
+from helpers.results import CITATION
 
 NOTEBOOK_DIR = PROJECT_ROOT / "notebooks"
 DEFAULT_OUT = PROJECT_ROOT / "outputs" / "notebooks"
@@ -41,11 +41,6 @@ DB_DIR_ENV = "DSL_NOTEBOOK_DB_DIR"  # where per-notebook Milvus Lite directories
 def notebook_paths() -> list[Path]:
     """The series, in order."""
     return sorted(NOTEBOOK_DIR.glob("[0-9][0-9]_*.ipynb"))
-
-
-def fast_mode() -> bool:
-    """True when ``DSL_FAST`` asks for the small model and small budgets."""
-    return os.environ.get("DSL_FAST", "") not in ("", "0")
 
 
 def milvus_path(name: str) -> Path:
@@ -125,14 +120,14 @@ def _seed_from_template(config: Config, target: Path, progress: bool) -> str:
 
 def _refresh_notebook_db(config: Config, target: Path, progress: bool) -> str | None:
     """Seed a missing per-notebook database; rebuild one made from other files, settings or code."""
-    from helpers.knowledge.vectorstore import _lock_holders, close_store
+    from helpers.knowledge.vectorstore import lock_holders, close_store
 
     stamp = target.with_suffix(".fingerprint")
     key = _kb_fingerprint(config)
     if target.exists():
         if not stamp.exists() or stamp.read_text().strip() == key:
             return None
-        holders = _lock_holders(target.resolve())
+        holders = lock_holders(target.resolve())
         if holders:
             print(f"note: {_short(str(target))} was built from older data or code, but {', '.join(holders)} "
                   "has it open; close that kernel and rerun to rebuild it.")
@@ -159,7 +154,7 @@ def knowledge_base(config: Config, progress: bool = True, quiet: bool = False):
     uri = config.vector_db.uri
     target = config.resolve_path(uri)
     how = "already present"
-    if not uri.startswith(("http://", "https://", "tcp://")) \
+    if not is_server_uri(uri) \
             and target.parent.resolve() == milvus_path("x").parent.resolve():
         how = _refresh_notebook_db(config, target, progress) or how
     reports = ingest_manifest(config, progress=progress)
@@ -265,13 +260,10 @@ def confusion_matrix(pairs: Iterable[tuple[str, str]], labels: list[str]):
     return matrix
 
 
-_CITATION = re.compile(r"\[(\d{1,3})\]")
-
-
 def check_citations(answer: str, sources: list) -> dict:
     """Which ``[n]`` in ``answer`` point to one of ``sources`` (numbered from 1), which point nowhere,
     and which sources were never cited."""
-    numbers = [int(n) for n in _CITATION.findall(answer)]
+    numbers = [int(n) for n in CITATION.findall(answer)]
     valid = sorted({n for n in numbers if 1 <= n <= len(sources)})
     return {"citations": len(numbers), "valid": valid,
             "dangling": sorted({n for n in numbers if not 1 <= n <= len(sources)}),
@@ -280,7 +272,7 @@ def check_citations(answer: str, sources: list) -> dict:
 
 def renumber_citations(text: str, offset: int) -> str:
     """Shift every ``[n]`` by ``offset`` (to concatenate answers that each numbered from 1)."""
-    return _CITATION.sub(lambda m: f"[{int(m.group(1)) + offset}]", text)
+    return CITATION.sub(lambda m: f"[{int(m.group(1)) + offset}]", text)
 
 
 # -- trace display --------------------------------------------------------------------------

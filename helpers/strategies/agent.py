@@ -45,16 +45,16 @@ from helpers.knowledge.query_dedup import QueryDeduper
 from helpers.knowledge.retrieval import interleave, search_collections
 from helpers.knowledge.vectorstore import VectorStore, open_store
 from helpers.models.llm import LLM, Budget, make_llm
-from helpers.prompts import get_prompt, render
-from helpers.results import Hit, Result, TraceStep, hit_summary, traced
+from helpers.prompts import PromptSet, as_prompt_set
+from helpers.results import CITATION, Hit, Result, TraceStep, hit_summary, traced
 from helpers.strategies.agent_memory import AgentMemory, BadAttempt, KnowledgeItem, QuestionQueue, one_line
 from helpers.strategies.answer_checks import analyze_failure, evaluate_answer, plan_checks
 from helpers.strategies.evidence import EvidenceLog
+from helpers.strategies.reports import content_words
 
 ACTIONS = ("search", "visit", "reflect", "answer")
 MAX_QUERIES = 3  # per search step, after rewriting
 TEMPLATE_SLACK = 32  # tokens the chat template may add beyond llm.count_messages' estimate
-_CITATION = re.compile(r"\[(\d{1,3})\]")  # [3]
 _CITATION_LIST = re.compile(r"\[(\d{1,3}(?:\s*,\s*\d{1,3})+)\]")  # [2, 5]
 _CITATION_ANY = re.compile(r"\[[\d,\s]+\]")
 
@@ -170,10 +170,6 @@ def has_substance(answer: str) -> bool:
     return not looks_like_placeholder(answer) and len(words) >= 1
 
 
-def _content_words(text: str) -> set[str]:
-    return set(re.findall(r"[a-z0-9]{4,}", text.lower()))
-
-
 # helpers ---------------------------------------------------------------------------
 
 def web_search(query: str, max_chars: int = 1500) -> str:
@@ -202,10 +198,10 @@ def cite_sources(answer: str, references: list[int], memory: AgentMemory) -> tup
     """
     notes = []
     answer = _CITATION_LIST.sub(lambda m: "".join(f"[{n.strip()}]" for n in m.group(1).split(",")), answer)
-    known = list(dict.fromkeys(int(x) for x in _CITATION.findall(answer)))
+    known = list(dict.fromkeys(int(x) for x in CITATION.findall(answer)))
     unknown = [n for n in known if memory.passage(n) is None]
     if unknown:
-        answer = _CITATION.sub(lambda m: "" if int(m.group(1)) in unknown else m.group(0), answer)
+        answer = CITATION.sub(lambda m: "" if int(m.group(1)) in unknown else m.group(0), answer)
         notes.append(f"removed citations of passages that do not exist: {unknown}")
     cited = [n for n in known if n not in unknown]
     listed = [n for n in dict.fromkeys(references) if memory.passage(n) is not None]
@@ -215,7 +211,7 @@ def cite_sources(answer: str, references: list[int], memory: AgentMemory) -> tup
         notes.append(f"the answer cited nothing inline; appended its listed references {listed}")
     order = cited + [n for n in listed if n not in cited]
     new_number = {old: new for new, old in enumerate(order, start=1)}
-    answer = _CITATION.sub(lambda m: f"[{new_number[int(m.group(1))]}]", answer)
+    answer = CITATION.sub(lambda m: f"[{new_number[int(m.group(1))]}]", answer)
     return answer.strip(), [memory.passage(n) for n in order], notes
 
 
@@ -245,7 +241,8 @@ class DeepSearchAgent:
     """One run of the loop.  Use ``run_agent``; the class is here to be read and tested."""
 
     def __init__(self, question: str, config: Config, llm: LLM, store: VectorStore, embedder: Embedder, *,
-                 collections: list[str] | None = None, answer_tokens: int | None = None,
+                 collections: list[str] | None = None, prompts: PromptSet | dict | None = None,
+                 answer_tokens: int | None = None,
                  memory_share: float = 0.2, max_visits: int = 2, passages_per_search: int | None = None,
                  snippet_chars: int = 300, document_chars: int = 3000):
         self.question = question.strip()
@@ -263,6 +260,7 @@ class DeepSearchAgent:
         self.snippet_chars = snippet_chars
         self.document_chars = document_chars
 
+        self.prompts = as_prompt_set(prompts)
         self.memory = AgentMemory()
         self.evidence = EvidenceLog()  # every search and read, for the run's source order
         self.queue = QuestionQueue(self.question, config.agent.queue_policy, config.agent.max_gap_questions)
@@ -365,6 +363,7 @@ class DeepSearchAgent:
         """
         with traced(self.trace, self.llm.ledger, step_name, self.step, **inputs) as entry:
             entry.messages = messages
+            entry.prompts = self.prompts.take_used()  # the prompts these messages were built from
             entry.notes.extend(notes)
             ceiling = self.token_limit
             if not final:
@@ -398,7 +397,9 @@ class DeepSearchAgent:
     @cached_property
     def _beast_prompt_tokens(self) -> int:
         """The size of the beast-mode prompt without any memory."""
-        return self.llm.count_messages(self._final_messages(memory_tokens=0)[0])
+        size = self.llm.count_messages(self._final_messages(memory_tokens=0)[0])
+        self.prompts.take_used()  # only measured here: not sent by the step under way
+        return size
 
     def _final_reserve(self) -> int:
         """Tokens kept back for the beast-mode answer: its prompt with today's memory (at most the
@@ -432,32 +433,33 @@ class DeepSearchAgent:
 
     def _prompt(self, actions: str, focus: str, memory_tokens: int) -> tuple[list[dict], list[str]]:
         """System + user messages with the memory trimmed to fit both the context and ``memory_tokens``."""
-        system = get_prompt("agent_system")
+        system = self.prompts.text("agent_system")
         values = {"question": self.question, "focus": focus, "actions": actions}
-        fixed = self.llm.count_tokens(system + render("agent_action", memory="", **values))
+        fixed = self.llm.count_tokens(system + self.prompts.render("agent_action", memory="", **values))
         room = min(self.llm.context_size - fixed - self.answer_tokens - TEMPLATE_SLACK, memory_tokens)
         memory, notes = self.memory.render(self.llm.count_tokens, room) if room > 0 else ("", [])
-        user = render("agent_action", memory=memory, **values)
+        user = self.prompts.render("agent_action", memory=memory, **values)
         return [{"role": "system", "content": system}, {"role": "user", "content": user}], notes
 
     def _action_messages(self, question: str, allowed: list[str]) -> tuple[list[dict], list[str]]:
         blocks = []
         if "search" in allowed:
             web = '\nSet "web": true to also search the web.' if self.web_enabled else ""
-            blocks.append(render("agent_action_search", web=web, collections=self._collections_text,
-                                 done="; ".join(self.memory.queries[-10:]) or "none"))
+            blocks.append(self.prompts.render("agent_action_search", web=web, collections=self._collections_text,
+                                              done="; ".join(self.memory.queries[-10:]) or "none"))
         if "visit" in allowed:
             documents = "\n".join(f"[{n}] {hit.title} ({hit.collection})"
                                   for n, hit in self.memory.unvisited()[:8])
-            blocks.append(render("agent_action_visit", max_visits=self.max_visits, documents=documents))
+            blocks.append(self.prompts.render("agent_action_visit", max_visits=self.max_visits,
+                                              documents=documents))
         if "reflect" in allowed:
             room = min(3, self.limits.max_gap_questions - len(self.queue.pending))
             asked = "; ".join(self.question_dedup.texts[1:]) or "nothing yet"
-            blocks.append(render("agent_action_reflect", room=room, asked=asked))
+            blocks.append(self.prompts.render("agent_action_reflect", room=room, asked=asked))
         if "answer" in allowed:
             target = "the question above" if question == self.question else "the current sub-question"
-            blocks.append(render("agent_action_answer", target=target))
-        focus = render("agent_focus", sub_question=question) if question != self.question else ""
+            blocks.append(self.prompts.render("agent_action_answer", target=target))
+        focus = self.prompts.render("agent_focus", sub_question=question) if question != self.question else ""
         return self._prompt("\n\n".join(blocks), focus, self._memory_cap())
 
     def _final_messages(self, memory_tokens: int | None = None) -> tuple[list[dict], list[str]]:
@@ -465,7 +467,7 @@ class DeepSearchAgent:
         if memory_tokens is None:
             memory_tokens = min(self._memory_cap(),
                                 self._tokens_left() - self._beast_prompt_tokens - self.answer_tokens)
-        return self._prompt(render("agent_beast", question=self.question), "", memory_tokens)
+        return self._prompt(self.prompts.render("agent_beast", question=self.question), "", memory_tokens)
 
     # actions ---------------------------------------------------------------------------
     def _search(self, question: str, decision: BaseModel) -> None:
@@ -507,15 +509,16 @@ class DeepSearchAgent:
 
     def _rewrite(self, question: str, requests: list[str]) -> list[str]:
         """Up to three better queries; the requests themselves when the model gives nothing usable."""
-        prompt = render("agent_rewrite", question=question, requests="\n".join(f"- {r}" for r in requests),
-                        done="; ".join(self.memory.queries[-10:]) or "none", max_queries=MAX_QUERIES)
-        messages = [{"role": "system", "content": "You write search queries. Reply with JSON only."},
+        prompt = self.prompts.render("agent_rewrite", question=question,
+                                     requests="\n".join(f"- {r}" for r in requests),
+                                     done="; ".join(self.memory.queries[-10:]) or "none", max_queries=MAX_QUERIES)
+        messages = [{"role": "system", "content": self.prompts.render("agent_rewrite_system")},
                     {"role": "user", "content": prompt}]
         reply = self._ask("rewrite", messages, Rewrite, 120, requests=requests)
         proposed = [q.strip() for q in reply.queries if not looks_like_placeholder(q)] if reply else []
         # a query sharing no word with the question or the requests was copied from elsewhere
-        anchor = _content_words(" ".join([question, *requests]))
-        queries = [q for q in proposed if _content_words(q) & anchor and len(q.split()) <= MAX_QUERY_WORDS]
+        anchor = content_words(" ".join([question, *requests]))
+        queries = [q for q in proposed if content_words(q) & anchor and len(q.split()) <= MAX_QUERY_WORDS]
         unrelated = [q for q in proposed if q not in queries]
         if unrelated:
             self.trace[-1].notes.append(f"dropped rewrites that share no word with the request or run over "
@@ -595,7 +598,8 @@ class DeepSearchAgent:
                 notes.append(f"{parent.source}: read the first {len(kept)} of {len(chunks)} chunks "
                              f"({self.document_chars} characters)")
                 break
-            kept.append(replace(chunk, score=parent.score, similarity=parent.similarity))  # a chunk inherits the score of the hit that led here
+            # a chunk inherits the score of the hit that led here
+            kept.append(replace(chunk, score=parent.score, similarity=parent.similarity))
             used += len(chunk.text)
         numbers, _ = self.memory.add_evidence(kept)
         self.evidence.add(f"read {parent.source}", kept)
@@ -635,9 +639,9 @@ class DeepSearchAgent:
             return
         try:
             if self.checks is None:
-                self.checks = plan_checks(self._ask, self.question)
+                self.checks = plan_checks(self._ask, self.question, self.prompts)
             evaluation = evaluate_answer(self._ask, self.question, answer, self._passages(answer, references),
-                                         self.checks)
+                                         self.checks, self.prompts)
         except (NoRoomForCall, BudgetExceededError):
             self.beast_reason = "token budget"
             self._accept(answer, references, "beast mode (token budget): the answer just written was kept "
@@ -651,7 +655,8 @@ class DeepSearchAgent:
             return
         failed = evaluation.failed
         try:
-            problem, next_step = analyze_failure(self._ask, self.question, answer, failed, self.memory.diary[-3:])
+            problem, next_step = analyze_failure(self._ask, self.question, answer, failed, self.memory.diary[-3:],
+                                                 self.prompts)
         except (NoRoomForCall, BudgetExceededError):
             problem, next_step = failed.reasoning, "Find the missing facts before answering again."
         self.memory.bad_attempts.append(BadAttempt(self.question, answer, failed.name, failed.reasoning,
@@ -661,7 +666,7 @@ class DeepSearchAgent:
 
     def _passages(self, answer: str, references: list[int]) -> str:
         """The passages an answer cites (for the strict check), shortened."""
-        numbers = [int(n) for n in _CITATION.findall(answer)] + references
+        numbers = [int(n) for n in CITATION.findall(answer)] + references
         hits = [(n, self.memory.passage(n)) for n in dict.fromkeys(numbers)]
         return "\n".join(f"[{n}] {one_line(hit.text, 350)}" for n, hit in hits if hit is not None)[:2000]
 
@@ -729,11 +734,13 @@ class DeepSearchAgent:
 
 
 def run_agent(question: str, config: Config, *, llm: LLM | None = None, store: VectorStore | None = None,
-              embedder: Embedder | None = None, collections: list[str] | None = None, **options: Any) -> Result:
+              embedder: Embedder | None = None, collections: list[str] | None = None,
+              prompts: PromptSet | dict | None = None, **options: Any) -> Result:
     """Answer ``question`` with the DeepSearch agent loop; always returns a ``Result`` with an answer.
 
     ``config.agent`` sets the token budget, steps, bad-attempt cap, queue policy,
-    gap-queue size, dedup threshold and web search.  ``options`` are
+    gap-queue size, dedup threshold and web search.  ``prompts`` (a ``PromptSet`` or
+    ``{name: text}``) replaces any ``agent_*`` prompt with an edited text.  ``options`` are
     ``DeepSearchAgent``'s keyword arguments: ``answer_tokens`` (reply room for
     answers, default ``config.llm.max_tokens``), ``memory_share`` (the share of the
     token budget the memory may take in one prompt, 0.2), ``max_visits`` (2),
@@ -743,4 +750,5 @@ def run_agent(question: str, config: Config, *, llm: LLM | None = None, store: V
     llm = llm or make_llm(config)
     store = store or open_store(config)
     embedder = embedder or get_embedder(config.embedding)
-    return DeepSearchAgent(question, config, llm, store, embedder, collections=collections, **options).run()
+    return DeepSearchAgent(question, config, llm, store, embedder, collections=collections, prompts=prompts,
+                           **options).run()

@@ -20,7 +20,7 @@ from typing import Callable, Optional
 
 from pydantic import BaseModel, Field
 
-from helpers.prompts import fence, render
+from helpers.prompts import PromptSet, fence
 
 OPTIONAL_CHECKS = ("definitive", "freshness", "plurality", "completeness")
 ALWAYS_CHECK = "strict"
@@ -65,31 +65,35 @@ class Evaluation:
         return next((r for r in self.results if not r.passed), None)
 
 
-def _user(text: str) -> list[dict]:
-    return [{"role": "system", "content": "You are a strict, fair reviewer. Reply with JSON only."},
+def _user(prompts: PromptSet, text: str) -> list[dict]:
+    return [{"role": "system", "content": prompts.render("agent_check_system")},
             {"role": "user", "content": text}]
 
 
-def plan_checks(ask: Ask, question: str) -> list[str]:
+def plan_checks(ask: Ask, question: str, prompts: PromptSet | None = None) -> list[str]:
     """The checks for ``question``, strict last.  If the call fails: definitive + strict."""
-    plan = ask("evaluate plan", _user(render("agent_eval_plan", question=question)), CheckPlan, 80)
+    prompts = prompts or PromptSet()
+    plan = ask("evaluate plan", _user(prompts, prompts.render("agent_eval_plan", question=question)), CheckPlan, 80)
     chosen = plan.model_dump() if plan is not None else {"definitive": True}
     return [name for name in OPTIONAL_CHECKS if chosen.get(name)] + [ALWAYS_CHECK]
 
 
-def check_messages(name: str, question: str, answer: str, passages: str) -> list[dict]:
+def check_messages(name: str, question: str, answer: str, passages: str,
+                   prompts: PromptSet | None = None) -> list[dict]:
     """The prompt of one check; only the strict check sees the cited passages."""
+    prompts = prompts or PromptSet()
     values = {"question": question, "answer": fence(answer)}
     if name == ALWAYS_CHECK:
         values["passages"] = fence(passages) if passages else "(the answer cites no passage)"
-    return _user(render(f"agent_check_{name}", **values))
+    return _user(prompts, prompts.render(f"agent_check_{name}", **values))
 
 
-def evaluate_answer(ask: Ask, question: str, answer: str, passages: str, checks: list[str]) -> Evaluation:
+def evaluate_answer(ask: Ask, question: str, answer: str, passages: str, checks: list[str],
+                    prompts: PromptSet | None = None) -> Evaluation:
     """Run the checks one by one; stop at the first that fails."""
     results = []
     for name in checks:
-        verdict = ask(f"check {name}", check_messages(name, question, answer, passages), Verdict, 160)
+        verdict = ask(f"check {name}", check_messages(name, question, answer, passages, prompts), Verdict, 160)
         if verdict is None:
             results.append(CheckResult(name, True, "no usable verdict from the model; check skipped", ran=False))
             continue
@@ -100,11 +104,12 @@ def evaluate_answer(ask: Ask, question: str, answer: str, passages: str, checks:
 
 
 def analyze_failure(ask: Ask, question: str, answer: str, failed: CheckResult,
-                    recent_steps: list[str]) -> tuple[str, str]:
+                    recent_steps: list[str], prompts: PromptSet | None = None) -> tuple[str, str]:
     """(what went wrong, what to do next); falls back to the check's own reasoning."""
-    prompt = render("agent_analyze", question=question, answer=fence(answer), check=failed.name,
-                    verdict=failed.reasoning, steps="\n".join(recent_steps) or "(none)")
-    analysis = ask("analyze", _user(prompt), FailureAnalysis, 200)
+    prompts = prompts or PromptSet()
+    prompt = prompts.render("agent_analyze", question=question, answer=fence(answer), check=failed.name,
+                            verdict=failed.reasoning, steps="\n".join(recent_steps) or "(none)")
+    analysis = ask("analyze", _user(prompts, prompt), FailureAnalysis, 200)
     if analysis is None:
         return failed.reasoning, "Search for the facts the answer lacked, with new queries, before answering again."
     return analysis.what_went_wrong, analysis.next_step

@@ -33,7 +33,7 @@ from helpers.knowledge.embeddings import Embedder, get_embedder
 from helpers.knowledge.retrieval import search_collections
 from helpers.knowledge.vectorstore import VectorStore, open_store
 from helpers.models.llm import LLM, Budget, make_llm
-from helpers.prompts import fence, render
+from helpers.prompts import PromptSet, as_prompt_set, fence, prompt_version, render
 from helpers.results import Hit, Result, TraceStep, hit_summary, traced
 from helpers.strategies.evidence import EvidenceLog
 
@@ -71,6 +71,7 @@ def plan_steps(llm: LLM, question: str, max_steps: int = 4,
     questions ([question] when the model gives no usable plan)."""
     trace: list[TraceStep] = []
     with traced(trace, llm.ledger, "plan", question=question) as entry:
+        entry.prompts = [prompt_version("chain_plan", template)]
         entry.messages = [{"role": "user", "content": render("chain_plan", template, question=question)}]
         try:
             reply = llm.structured(entry.messages, Plan, step="plan", max_tokens=200, temperature=0.0)
@@ -143,6 +144,7 @@ def read_answer(llm: LLM, hop: Hop, passages: int = 3, passage_chars: int = 600,
     with traced(trace, llm.ledger, "read", query=hop.query) as entry:
         text = "\n\n".join(f"[{n}] {hit.title}\n{fence(hit.text[:passage_chars])}"
                            for n, hit in enumerate(shown, start=1))
+        entry.prompts = [prompt_version("chain_read", template)]
         entry.messages = [{"role": "user", "content": render("chain_read", template, step=hop.query,
                                                              passages=text or "(nothing found)")}]
         entry.kept = [hit_summary(h) for h in shown]
@@ -166,6 +168,7 @@ def answer_from_facts(llm: LLM, question: str, hops: list[Hop],
     """A short answer written from the steps' answers (not from whole passages)."""
     trace: list[TraceStep] = []
     with traced(trace, llm.ledger, "answer", question=question) as entry:
+        entry.prompts = [prompt_version("chain_answer", template)]
         entry.messages = [{"role": "user", "content": render("chain_answer", template, question=question,
                                                              facts=fence(facts_text(hops)))}]
         try:
@@ -181,12 +184,13 @@ def answer_from_facts(llm: LLM, question: str, hops: list[Hop],
 
 def run_chain(question: str, config: Config, *, llm: LLM | None = None, store: VectorStore | None = None,
               embedder: Embedder | None = None, collections: list[str] | None = None,
-              templates: dict[str, str] | None = None) -> Result:
+              prompts: PromptSet | dict | None = None) -> Result:
     """Answer ``question`` step by step; never raises for model misbehaviour.
 
-    ``templates`` replaces prompts by name (``chain_plan``, ``chain_read``, ``chain_answer``) with
-    edited texts.  ``Result.sources`` lists every passage found, in turn order (see ``EvidenceLog``)."""
-    templates = templates or {}
+    ``prompts`` (a ``PromptSet`` or ``{name: text}``) replaces ``chain_plan``, ``chain_read`` or
+    ``chain_answer`` with edited texts.  ``Result.sources`` lists every passage found, in turn order
+    (see ``EvidenceLog``)."""
+    prompts = as_prompt_set(prompts)
     started = time.perf_counter()
     c = config.chain
     llm = llm or make_llm(config, Budget(max_calls=c.max_calls, max_prompt_tokens=c.max_prompt_tokens))
@@ -201,7 +205,7 @@ def run_chain(question: str, config: Config, *, llm: LLM | None = None, store: V
     answer = ""
     try:
         evidence.add(question, search_step(store, embedder, question, names, config, result.trace))
-        mentioned, steps, entry = plan_steps(llm, question, c.max_hops, templates.get("chain_plan"))
+        mentioned, steps, entry = plan_steps(llm, question, c.max_hops, prompts.template("chain_plan"))
         result.trace.append(entry)
         for name in mentioned[: c.max_names]:  # each name the question contains, searched alone (no model call)
             evidence.add(name, search_step(store, embedder, name, names, config, result.trace))
@@ -213,11 +217,11 @@ def run_chain(question: str, config: Config, *, llm: LLM | None = None, store: V
             if not llm.has_room(calls=2):  # keep the last call for the answer
                 result.trace.append(TraceStep("stop", number, notes=["budget kept for the answer"]))
                 break
-            hop.answer, entry = read_answer(llm, hop, c.hop_passages, c.passage_chars, templates.get("chain_read"))
+            hop.answer, entry = read_answer(llm, hop, c.hop_passages, c.passage_chars, prompts.template("chain_read"))
             entry.iteration = number
             result.trace.append(entry)
         if any(hop.answered for hop in hops):
-            answer, entry = answer_from_facts(llm, question, hops, templates.get("chain_answer"))
+            answer, entry = answer_from_facts(llm, question, hops, prompts.template("chain_answer"))
             result.trace.append(entry)
     except BudgetExceededError as exc:
         result.trace.append(TraceStep("budget", notes=[f"{exc}; answering with the facts found"]))

@@ -23,7 +23,7 @@ from helpers.knowledge.retrieval import (at_most_per_document, by_collection_in_
                                          numbered_chunks, search_collections)
 from helpers.knowledge.vectorstore import VectorStore, open_store
 from helpers.models.llm import LLM, Budget, make_llm
-from helpers.prompts import fence, render
+from helpers.prompts import PromptSet, as_prompt_set, fence, prompt_version, render
 from helpers.results import Hit, Result, TraceStep, hit_summary, number_sources, traced
 from helpers.strategies.evidence import EvidenceLog
 from helpers.strategies.reports import answer_schema, check_point_sources, render_answer, render_report, report_schema
@@ -74,6 +74,7 @@ def decompose(llm: LLM, question: str, max_subqueries: int = 4, template: str | 
     is about, so that a broad question is split along the topics it can answer."""
     trace: list[TraceStep] = []
     with traced(trace, llm.ledger, "decompose", question=question) as entry:
+        entry.prompts = [prompt_version("decompose", template)]
         entry.messages = [{"role": "user", "content": render("decompose", template, question=question,
                                                              max_subqueries=max_subqueries,
                                                              topics=collection_topics(collections))}]
@@ -131,7 +132,8 @@ def describe_collections(store: VectorStore, names: list[str] | None = None) -> 
 
 
 def route(llm: LLM, subquery: str, collections: dict[str, str], iteration: int = 0,
-          system_template: str | None = None) -> tuple[list[tuple[str, str]], TraceStep]:
+          system_template: str | None = None,
+          user_template: str | None = None) -> tuple[list[tuple[str, str]], TraceStep]:
     """Choose collections (possibly none) for one sub-query, each with a rewritten query.
 
     If the model never gives a valid reply, every described collection is searched
@@ -140,9 +142,10 @@ def route(llm: LLM, subquery: str, collections: dict[str, str], iteration: int =
     trace: list[TraceStep] = []
     with traced(trace, llm.ledger, "route", iteration, subquery=subquery) as entry:
         listing = "\n".join(f"- {name}: {text}" for name, text in collections.items())
+        entry.prompts = [prompt_version("route_system", system_template), prompt_version("route_user", user_template)]
         entry.messages = [
             {"role": "system", "content": render("route_system", system_template, collections=listing)},
-            {"role": "user", "content": render("route_user", subquery=subquery)},
+            {"role": "user", "content": render("route_user", user_template, subquery=subquery)},
         ]
         try:
             reply = llm.structured(entry.messages, route_schema(list(collections)), step="route")
@@ -231,6 +234,7 @@ def filter_relevant(llm: LLM, question: str, hits: list[Hit], method: str = "bat
             entry.notes.append(f"{len(sure)} chunk(s) scoring at least {accept} kept without asking")
         asked = [h for h in candidates if h.id not in sure]
         if method == "batch" and asked:
+            entry.prompts = [prompt_version("relevance_batch", template)]
             entry.messages = [{"role": "user", "content": render(
                 "relevance_batch", template, question=question,
                 chunks=numbered_chunks(asked, max_chars=preview_chars))}]
@@ -244,6 +248,7 @@ def filter_relevant(llm: LLM, question: str, hits: list[Hit], method: str = "bat
                 entry.raw = exc.raw_replies[-1] if exc.raw_replies else ""
                 entry.notes.append(f"relevance check failed ({exc.last_error}); kept every candidate")
         elif method == "per_chunk":
+            entry.prompts = [prompt_version("relevance_single", template)]
             kept = []
             for hit in candidates:
                 messages = [{"role": "user", "content": render(
@@ -273,6 +278,7 @@ def reflect(llm: LLM, question: str, subqueries: list[str], kept: list[Hit], ite
     with traced(trace, llm.ledger, "reflect", iteration, subqueries=subqueries, kept=len(kept)) as entry:
         findings = "\n".join(f"- {h.title} / {h.section or '-'}: {' '.join(h.text.split()[:18])}"
                              for h in kept[:20]) or "- nothing yet"
+        entry.prompts = [prompt_version("reflect", template)]
         entry.messages = [{"role": "user", "content": render(
             "reflect", template, question=question, subqueries="\n".join(f"- {q}" for q in subqueries),
             findings=fence(findings))}]
@@ -325,6 +331,7 @@ def synthesize(llm: LLM, question: str, hits: list[Hit], max_chunks: int = 12, t
             entry.notes.extend(notes)
             if not used:
                 raise BudgetExceededError(f"step '{step}': no passage fits the context or the budget left")
+            entry.prompts = [prompt_version(prompt_name, template)]
             entry.messages = [{"role": "user", "content": render(prompt_name, template, question=question,
                                                                  sources=numbered_chunks(used))}]
             answer = ""
@@ -339,6 +346,7 @@ def synthesize(llm: LLM, question: str, hits: list[Hit], max_chunks: int = 12, t
                 except StructuredOutputError as exc:
                     entry.notes.append(f"structured report failed ({exc.last_error}); writing free text")
                     prose = SYNTHESIS_PROMPTS[("prose", kind)]
+                    entry.prompts.append(prompt_version(prose))
                     entry.messages = [{"role": "user", "content": render(prose, question=question,
                                                                          sources=numbered_chunks(used))}]
             if not answer:
@@ -357,8 +365,11 @@ def _fallback_report(hits: list[Hit]) -> str:
 
 
 def run_pipeline(question: str, config: Config, *, llm: LLM | None = None, store: VectorStore | None = None,
-                 embedder: Embedder | None = None, collections: list[str] | None = None) -> Result:
+                 embedder: Embedder | None = None, collections: list[str] | None = None,
+                 prompts: PromptSet | dict | None = None) -> Result:
     """Answer ``question`` with the DeepSearcher loop; never raises for model misbehaviour.
+
+    ``prompts`` (a ``PromptSet`` or ``{name: text}``) replaces any of the step prompts with edited texts.
 
     ``pipeline.answer`` chooses a report with sections (``report``) or a short answer (``short``).
     ``Result.sources`` lists the passages the answer was written from, numbered as it cites them,
@@ -374,8 +385,9 @@ def run_pipeline(question: str, config: Config, *, llm: LLM | None = None, store
                               "model": config.llm.model, "mode": config.search.mode, "answer": p.answer})
     described = describe_collections(store, collections)
     evidence = EvidenceLog()
+    prompts = as_prompt_set(prompts)
     try:
-        _search_loop(llm, question, config, store, embedder, described, evidence, result.trace)
+        _search_loop(llm, question, config, store, embedder, described, evidence, result.trace, prompts)
     except DeepSearchLabError as exc:  # a backend or database failure: report it in the result
         result.error = f"{type(exc).__name__}: {exc}"
     kept = [h for h in evidence.ranked() if h.id not in evidence.demoted]
@@ -383,10 +395,13 @@ def run_pipeline(question: str, config: Config, *, llm: LLM | None = None, store
     answer = ""
     if result.error is None:
         short = p.answer == "short"
+        kind = "answer" if short else "report"
         try:
             answer, used, step = synthesize(llm, question, kept if short else by_collection_in_turn(kept),
-                                            p.synthesis_chunks, style=p.synthesis_style,
-                                            kind="answer" if short else "report", step="synthesize",
+                                            p.synthesis_chunks,
+                                            prompts.template(SYNTHESIS_PROMPTS[(p.synthesis_style, kind)]),
+                                            style=p.synthesis_style,
+                                            kind=kind, step="synthesize",
                                             reply_tokens=None if short else p.report_max_tokens)
             result.trace.append(step)
         except BudgetExceededError as exc:
@@ -402,7 +417,8 @@ def run_pipeline(question: str, config: Config, *, llm: LLM | None = None, store
 
 
 def _search_loop(llm: LLM, question: str, config: Config, store: VectorStore, embedder: Embedder,
-                 described: dict[str, str], evidence: EvidenceLog, trace: list[TraceStep]) -> None:
+                 described: dict[str, str], evidence: EvidenceLog, trace: list[TraceStep],
+                 prompts: PromptSet) -> None:
     """search the question, decompose, then route -> retrieve -> relevance -> reflect while the model
     finds gaps; every search goes into ``evidence``.
 
@@ -420,7 +436,7 @@ def _search_loop(llm: LLM, question: str, config: Config, store: VectorStore, em
     judged: set[str] = set()
     unjudged: list[Hit] = list(own)
     try:
-        pending, step = decompose(llm, question, p.max_subqueries, collections=described)
+        pending, step = decompose(llm, question, p.max_subqueries, prompts.template("decompose"), described)
         pending, step.dropped = drop_off_topic(embedder, question, pending, p.subquery_focus)
         if step.dropped:
             step.notes.append(f"dropped {len(step.dropped)} sub-quer{'y' if len(step.dropped) == 1 else 'ies'} "
@@ -434,7 +450,8 @@ def _search_loop(llm: LLM, question: str, config: Config, store: VectorStore, em
                 if not llm.has_room(3, reserve_prompt):
                     trace.append(TraceStep("budget", iteration, notes=["budget nearly spent: stop searching"]))
                     break
-                routes, step = route(llm, subquery, described, iteration)
+                routes, step = route(llm, subquery, described, iteration, prompts.template("route_system"),
+                                     prompts.template("route_user"))
                 if p.route_check:
                     routes, note = check_route(store, embedder, subquery, routes, described)
                     if note:
@@ -447,8 +464,9 @@ def _search_loop(llm: LLM, question: str, config: Config, store: VectorStore, em
                 unjudged = merge_hits(unjudged, [h for h in hits if h.id not in judged])
                 asked.append(subquery)
             if unjudged and llm.has_room(2, reserve_prompt):
+                judge = "relevance_single" if p.relevance == "per_chunk" else "relevance_batch"
                 relevant, step = filter_relevant(llm, question, unjudged, p.relevance, p.relevance_threshold,
-                                                 iteration, accept=p.relevance_accept)
+                                                 iteration, prompts.template(judge), accept=p.relevance_accept)
                 unhelpful = {h.id for h in unjudged} - {h.id for h in relevant}
                 if unhelpful & protected:
                     step.notes.append(f"{len(unhelpful & protected)} passage(s) of the question's own search "
@@ -464,7 +482,8 @@ def _search_loop(llm: LLM, question: str, config: Config, store: VectorStore, em
                                        notes=["budget nearly spent: no reflection, stop searching"]))
                 break
             kept = [h for h in evidence.ranked() if h.id not in evidence.demoted]
-            pending, step = reflect(llm, question, asked, kept, iteration, deduper=deduper)
+            pending, step = reflect(llm, question, asked, kept, iteration, template=prompts.template("reflect"),
+                                    deduper=deduper)
             trace.append(step)
             if not pending:
                 break
@@ -477,7 +496,8 @@ def _search_loop(llm: LLM, question: str, config: Config, store: VectorStore, em
 
 # -- naive RAG baseline ------------------------------------------------------------
 def run_naive(question: str, config: Config, *, llm: LLM | None = None, store: VectorStore | None = None,
-              embedder: Embedder | None = None, collections: list[str] | None = None) -> Result:
+              embedder: Embedder | None = None, collections: list[str] | None = None,
+              prompts: PromptSet | dict | None = None) -> Result:
     """One retrieval over every collection, one answer: the baseline to beat."""
     started = time.perf_counter()
     llm = llm or make_llm(config)
@@ -491,8 +511,10 @@ def run_naive(question: str, config: Config, *, llm: LLM | None = None, store: V
             hits = search_collections(store, embedder, question, names, k=config.search.top_k,
                                       mode=config.search.mode)[: config.search.top_k]
             entry.kept = [hit_summary(h) for h in hits]
+        style = config.pipeline.synthesis_style
         answer, used, step = synthesize(llm, question, hits, config.search.top_k,
-                                        style=config.pipeline.synthesis_style, kind="answer", step="answer")
+                                        as_prompt_set(prompts).template(SYNTHESIS_PROMPTS[(style, "answer")]),
+                                        style=style, kind="answer", step="answer")
         result.trace.append(step)
     except DeepSearchLabError as exc:  # a backend or database failure: report it in the result
         result.error = f"{type(exc).__name__}: {exc}"

@@ -81,7 +81,7 @@ def render_answer(answer: BaseModel) -> str:
 # -- citation check --------------------------------------------------------------------
 _STOPWORDS = set("""the and for with that this from were was have has had its into over their they them than then
 also which when what who how been being more most some such only other about after before during while where
-there these those would could should will shall show simpsons""".split())
+there these those would could should will shall""".split())
 
 
 def content_words(text: str) -> set[str]:

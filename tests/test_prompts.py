@@ -1,0 +1,100 @@
+"""One prompt set, carried everywhere: every prompt is a file, an edited set reaches each strategy,
+the evaluation and the CLI, and the trace names the version each step used."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from scripted import Seq, StepScriptedBackend
+
+import helpers.evaluation.harness as harness
+import helpers.strategies.registry as registry
+from helpers.cli import main
+from helpers.config import with_overrides
+from helpers.errors import InputError
+from helpers.evaluation.harness import EvalQuestion, run_evaluation
+from helpers.knowledge.embeddings import get_embedder
+from helpers.models.llm import LLM, Budget
+from helpers.prompts import PromptSet, get_prompt, prompt_names, prompt_version
+from helpers.results import Result
+from helpers.strategies.answer_checks import ALWAYS_CHECK, OPTIONAL_CHECKS
+from helpers.strategies.chain import run_chain
+from helpers.strategies.pipeline import run_pipeline
+
+PACKAGE = Path(__file__).resolve().parents[1] / "helpers"
+QUESTION = "How did the animation of The Simpsons change?"
+
+
+def test_every_prompt_file_is_used_and_no_prompt_text_lives_in_python():
+    code = "\n".join(p.read_text() for p in PACKAGE.rglob("*.py"))
+    checks = {f"agent_check_{name}" for name in [*OPTIONAL_CHECKS, ALWAYS_CHECK]}  # named by the check
+    unused = [name for name in prompt_names() if f'"{name}"' not in code and name not in checks]
+    assert not unused, f"prompt files no code renders: {unused}"
+    inline = re.findall(r'"content": "[A-Z][^"]{20,}', code)
+    assert not inline, f"prompt text written in Python: {inline}"
+
+
+def test_a_prompt_set_saves_loads_and_names_its_versions(tmp_path):
+    edited = PromptSet({"reflect": "Edited: $question $subqueries $findings"})
+    assert edited.version("reflect") != PromptSet().version("reflect") == prompt_version("reflect")
+    assert edited.version("decompose") == prompt_version("decompose")       # the others stay as shipped
+    loaded = PromptSet.load(edited.save(tmp_path / "prompts.json"))
+    assert loaded.edited == edited.edited and loaded.text("decompose") == get_prompt("decompose")
+    loaded.take_used()
+    loaded.render("reflect", question="q", subqueries="s", findings="f")
+    assert loaded.take_used() == [edited.version("reflect")] and loaded.take_used() == []
+    with pytest.raises(InputError, match="unknown prompt name"):
+        PromptSet({"reflct": "x"})
+    (tmp_path / "bad.json").write_text("[1, 2]")
+    with pytest.raises(InputError, match="expected a JSON object"):
+        PromptSet.load(tmp_path / "bad.json")
+
+
+def test_an_edited_prompt_reaches_the_pipeline_and_its_trace(simpsons_kb):
+    config, store, _ = simpsons_kb
+    edited = {"reflect": "EDITED REFLECT. Question: $question\nAsked: $subqueries\nFound: $findings\n"
+                         'Reply with JSON: {"gaps": []}'}
+    backend = StepScriptedBackend({
+        "decompose": {"queries": ["animation changes"]},
+        "route": {"routes": [{"collection": "simpsons_production", "query": "digital colouring"}]},
+        "relevance": {"relevant": [1]}, "reflect": {"gaps": []},
+        "synthesize": {"answer": "Digital ink and paint [1]", "sources": [1]}})
+    result = run_pipeline(QUESTION, with_overrides(config, {"pipeline.answer": "short"}),
+                          llm=LLM(backend, budget=Budget(max_calls=20)), store=store,
+                          embedder=get_embedder(config.embedding), prompts=edited)
+    assert backend.calls_for("reflect")[0]["messages"][0]["content"].startswith("EDITED REFLECT.")
+    assert result.steps("reflect")[0].prompts == [prompt_version("reflect", edited["reflect"])]
+    assert result.steps("decompose")[0].prompts == [prompt_version("decompose")]
+
+
+def test_an_edited_prompt_reaches_the_chain(simpsons_kb):
+    config, store, _ = simpsons_kb
+    edited = {"chain_plan": 'EDITED PLAN for $question. Reply with JSON: {"names": [], "steps": []}'}
+    backend = StepScriptedBackend({"plan": {"names": [], "steps": ["Who voices Homer?"]},
+                                   "read": Seq({"answer": "Dan Castellaneta"}), "answer": {"answer": "Dan"}})
+    result = run_chain("Who voices Homer?", config, llm=LLM(backend), store=store,
+                       embedder=get_embedder(config.embedding), prompts=edited)
+    assert backend.calls_for("plan")[0]["messages"][0]["content"].startswith("EDITED PLAN for Who voices Homer?")
+    assert result.steps("plan")[0].prompts == [prompt_version("chain_plan", edited["chain_plan"])]
+
+
+def test_the_evaluation_and_the_cli_carry_a_prompt_set(capsys, monkeypatch, tmp_path, small_config):
+    seen = []
+
+    def fake_run(name, question, config, **kwargs):  # stands in for the model: this is about plumbing
+        seen.append(kwargs.get("prompts"))
+        return Result(question, name, answer="x")
+
+    monkeypatch.setattr(harness, "run_strategy", fake_run)
+    run_evaluation([EvalQuestion("1", "q?", "x")], ["naive"], small_config, tmp_path, progress=False,
+                   prompts={"reflect": "edited $question $subqueries $findings"})
+    assert seen[-1].edited == {"reflect": "edited $question $subqueries $findings"}
+
+    path = PromptSet({"answer_structured": "edited $question $sources"}).save(tmp_path / "p.json")
+    monkeypatch.setattr(registry, "STRATEGIES", {"naive": lambda question, config, **kw: fake_run("naive", question,
+                                                                                                  config, **kw)})
+    assert main(["query", "Who voices Homer?", "--strategy", "naive", "--prompts", str(path)]) == 0
+    assert seen[-1].edited == {"answer_structured": "edited $question $sources"}
+    assert main(["query", "Who voices Homer?", "--prompts", str(tmp_path / "none.json")]) == 2
+    assert "prompt file" in capsys.readouterr().err
