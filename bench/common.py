@@ -10,16 +10,16 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from helpers.config import PROJECT_ROOT, load_config  # noqa: E402
+from helpers.config import FAST_OVERRIDES, PROJECT_ROOT, load_config  # noqa: E402
 
 BENCH_OUT = PROJECT_ROOT / "outputs" / "bench"
 
 
 def bench_config(fast: bool = False, **overrides):
-    """The default config (or the small model with ``fast``) with a bench-only Milvus Lite directory."""
+    """The default config (or the fast profile, ``FAST_OVERRIDES``) with a bench-only Milvus Lite directory."""
     base = {"vector_db.uri": str(BENCH_OUT / "milvus.db")}
     if fast:
-        base.update({"llm.model": "qwen2.5-coder-0.5b"})
+        base.update(FAST_OVERRIDES)
     base.update(overrides)
     return load_config(overrides=base)
 

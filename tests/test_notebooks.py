@@ -5,6 +5,7 @@ The execution tests run every notebook top to bottom with nbclient, one at a tim
 """
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -71,6 +72,36 @@ def test_notebook_structure(path):
     assert nb.cells[-1].cell_type == "markdown" and "Try this" in nb.cells[-1].source
     assert any(f'NOTEBOOK = "{path.stem}"' in cell.source for cell in code), \
         "each notebook names itself (its own Milvus Lite directory)"
+
+
+def _resolve(dotted: str):
+    """The module, class or function a dotted ``helpers...`` name points to (AssertionError if none)."""
+    parts = dotted.split(".")
+    for size in range(len(parts), 0, -1):
+        try:
+            target = importlib.import_module(".".join(parts[:size]))
+        except ModuleNotFoundError:
+            continue
+        for attribute in parts[size:]:
+            assert hasattr(target, attribute), f"{dotted}: no {attribute!r}"
+            target = getattr(target, attribute)
+        return target
+    raise AssertionError(f"{dotted} does not exist")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=EXPECTED)
+def test_helpers_used_name_things_that_exist(path):
+    opening = _read(path).cells[0].source
+    listed = opening.split("Helpers used", 1)[1]
+    named = re.findall(r"`(helpers(?:\.\w+)+)`(?:\s*\(([^)]*)\))?", listed)
+    assert named, "the opening cell names the helpers it uses"
+    for dotted, members in named:
+        target = _resolve(dotted)
+        for member in re.findall(r"`([\w.]+)`", members):
+            obj = target
+            for part in member.split("."):
+                assert hasattr(obj, part), f"{path.stem}: {dotted} has no {member!r}"
+                obj = getattr(obj, part)
 
 
 def test_notebook_config_gives_each_notebook_its_own_database(monkeypatch):
