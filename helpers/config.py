@@ -80,6 +80,11 @@ class PipelineConfig(BaseModel):
     synthesis_chunks: int = Field(12, ge=1)
     synthesis_style: Literal["structured", "prose"] = "structured"
     answer: Literal["report", "short"] = "report"  # a report with sections, or a short answer (evaluation)
+    # sections: one short call per section (the passages of one sub-query each), then an overview;
+    # single: one call writes the whole report (DeepSearcher's way)
+    report_style: Literal["sections", "single"] = "sections"
+    report_sections: int = Field(4, ge=1, le=8)
+    section_passages: int = Field(3, ge=2, le=6)
     report_max_tokens: int = Field(1024, ge=64)  # reply limit for the final report (longer than other replies)
 
 
@@ -142,7 +147,8 @@ FAST_OVERRIDES = {
     "llm.context_size": 4096,
     "llm.max_tokens": 512,
     "pipeline.max_iter": 1,
-    "pipeline.max_calls": 8,
+    "pipeline.max_calls": 10,
+    "pipeline.report_sections": 2,
     "pipeline.synthesis_chunks": 6,
     "pipeline.report_max_tokens": 768,
     "agent.token_budget": 8000,

@@ -27,7 +27,7 @@ REPORT = "The show changed its look.\n\n## Animation\n\nIt moved to digital ink 
 
 def scripted_run(kb, script, overrides=None, budget=None, **kwargs):
     config, store, _ = kb
-    config = with_overrides(config, overrides or {})
+    config = with_overrides(config, {"pipeline.report_style": "single", **(overrides or {})})  # sections: own tests
     backend = StepScriptedBackend({**GOOD, **script})
     p = config.pipeline
     llm = LLM(backend, budget=budget or Budget(max_calls=p.max_calls, max_prompt_tokens=p.max_prompt_tokens))

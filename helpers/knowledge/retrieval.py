@@ -88,10 +88,10 @@ def search_collections(store: VectorStore, embedder: Embedder, query: str, colle
     return merge_hits(*groups)
 
 
-def numbered_chunks(hits: list[Hit], max_chars: int | None = None) -> str:
-    """Chunks as ``[n] title / section`` headers over fenced text, for prompts."""
+def numbered_chunks(hits: list[Hit], max_chars: int | None = None, start: int = 1) -> str:
+    """Chunks as ``[n] title / section`` headers over fenced text, for prompts (numbered from ``start``)."""
     blocks = []
-    for number, hit in enumerate(hits, start=1):
+    for number, hit in enumerate(hits, start=start):
         text = hit.text if max_chars is None else hit.text[:max_chars]
         where = f"{hit.title} / {hit.section}" if hit.section else hit.title
         blocks.append(f"[{number}] {where}\n{fence(text)}")

@@ -26,6 +26,7 @@ from helpers.models.llm import LLM, Budget, make_llm
 from helpers.prompts import PromptSet, as_prompt_set, fence, prompt_version, render
 from helpers.results import Hit, Result, TraceStep, hit_summary, number_sources, traced
 from helpers.strategies.evidence import EvidenceLog
+from helpers.strategies.report_writer import outline, write_report
 from helpers.strategies.reports import answer_schema, check_point_sources, render_answer, render_report, report_schema
 
 NOTHING_FOUND = ("The knowledge base holds nothing relevant to this question, so no report was written "
@@ -371,7 +372,8 @@ def run_pipeline(question: str, config: Config, *, llm: LLM | None = None, store
 
     ``prompts`` (a ``PromptSet`` or ``{name: text}``) replaces any of the step prompts with edited texts.
 
-    ``pipeline.answer`` chooses a report with sections (``report``) or a short answer (``short``).
+    ``pipeline.answer`` chooses a report (``report``) or a short answer (``short``); a report is written
+    section by section (``pipeline.report_style: sections``, see ``report_writer``) or in one call (``single``).
     ``Result.sources`` lists the passages the answer was written from, numbered as it cites them,
     then every other passage found, in turn order (``EvidenceLog``); those the relevance judge
     found unhelpful come last."""
@@ -396,14 +398,24 @@ def run_pipeline(question: str, config: Config, *, llm: LLM | None = None, store
     if result.error is None:
         short = p.answer == "short"
         kind = "answer" if short else "report"
+        sections = [] if short or p.report_style == "single" else \
+            outline(evidence.searches, evidence.demoted, p.report_sections, p.section_passages)
         try:
-            answer, used, step = synthesize(llm, question, kept if short else by_collection_in_turn(kept),
-                                            p.synthesis_chunks,
-                                            prompts.template(SYNTHESIS_PROMPTS[(p.synthesis_style, kind)]),
-                                            style=p.synthesis_style,
-                                            kind=kind, step="synthesize",
-                                            reply_tokens=None if short else p.report_max_tokens)
-            result.trace.append(step)
+            if len(sections) >= 2:
+                answer, used, steps = write_report(llm, question, sections, {
+                    name: prompts.template(name) for name in ("report_section", "report_overview")})
+                result.trace.extend(steps)
+            if not answer:
+                if p.report_style == "sections" and not short:
+                    why = "none was written" if len(sections) >= 2 else "a report needs two"
+                    result.trace.append(TraceStep("outline", notes=[
+                        f"{len(sections)} section(s) with passages of their own ({why}): one call writes the report"]))
+                answer, used, step = synthesize(llm, question, kept if short else by_collection_in_turn(kept),
+                                                p.synthesis_chunks,
+                                                prompts.template(SYNTHESIS_PROMPTS[(p.synthesis_style, kind)]),
+                                                style=p.synthesis_style, kind=kind, step="synthesize",
+                                                reply_tokens=None if short else p.report_max_tokens)
+                result.trace.append(step)
         except BudgetExceededError as exc:
             result.trace.append(TraceStep("budget", notes=[f"{exc}; listing the passages instead"]))
             used = by_collection_in_turn(kept)[: p.synthesis_chunks]
@@ -425,8 +437,12 @@ def _search_loop(llm: LLM, question: str, config: Config, store: VectorStore, em
     The question's own top-k is never demoted by the relevance judge.  Stops early when the budget
     left is only enough for the final report; chunks retrieved but not yet judged stay as they are."""
     p = config.pipeline
-    # what the final report needs: one call and a typical prompt (less when the budget is small)
-    reserve_prompt = min(llm.context_size // 2, 3000, (llm.budget.max_prompt_tokens or 10**9) // 3)
+    # what the final answer needs: its calls (each section and the overview, or one) and a typical
+    # prompt size (less when the budget is small)
+    sections = p.answer == "report" and p.report_style == "sections"
+    final_calls = p.report_sections + 1 if sections else 1
+    reserve_prompt = min(5000 if sections else min(llm.context_size // 2, 3000),
+                         (llm.budget.max_prompt_tokens or 10**9) // 3)
     own, step = retrieve(store, embedder, [(name, question) for name in described], config.search.top_k,
                          config.search.mode, 0, config.search.max_per_document, limit=config.search.top_k)
     step.notes.append("the question itself, searched first: these passages are never dropped")
@@ -447,7 +463,7 @@ def _search_loop(llm: LLM, question: str, config: Config, store: VectorStore, em
         asked: list[str] = []
         for iteration in range(1, p.max_iter + 1):
             for subquery in pending:
-                if not llm.has_room(3, reserve_prompt):
+                if not llm.has_room(2 + final_calls, reserve_prompt):
                     trace.append(TraceStep("budget", iteration, notes=["budget nearly spent: stop searching"]))
                     break
                 routes, step = route(llm, subquery, described, iteration, prompts.template("route_system"),
@@ -463,7 +479,7 @@ def _search_loop(llm: LLM, question: str, config: Config, store: VectorStore, em
                 evidence.add(subquery, hits)
                 unjudged = merge_hits(unjudged, [h for h in hits if h.id not in judged])
                 asked.append(subquery)
-            if unjudged and llm.has_room(2, reserve_prompt):
+            if unjudged and llm.has_room(1 + final_calls, reserve_prompt):
                 judge = "relevance_single" if p.relevance == "per_chunk" else "relevance_batch"
                 relevant, step = filter_relevant(llm, question, unjudged, p.relevance, p.relevance_threshold,
                                                  iteration, prompts.template(judge), accept=p.relevance_accept)
@@ -477,7 +493,7 @@ def _search_loop(llm: LLM, question: str, config: Config, store: VectorStore, em
                 unjudged = []
             if iteration == p.max_iter:
                 break
-            if not llm.has_room(3, reserve_prompt):
+            if not llm.has_room(2 + final_calls, reserve_prompt):
                 trace.append(TraceStep("budget", iteration,
                                        notes=["budget nearly spent: no reflection, stop searching"]))
                 break

@@ -15,13 +15,15 @@ from typing import Literal
 from pydantic import BaseModel, Field, create_model
 
 # Plain sentences only: with a grammar backend the model cannot open JSON inside a text
-# field (small models sometimes spill the rest of the structure into it).  The pattern is
-# a decoding hint, not a validation rule: servers that ignore it are cleaned up at render.
-PLAIN_TEXT = {"pattern": r'^[^{}\[\]"\\]+$'}
+# field (small models sometimes spill the rest of the structure into it), but it may write
+# an escaped quote (\"), so a quoted title does not end the string mid-sentence.  The
+# pattern is a decoding hint, not a validation rule: servers that ignore it are cleaned up
+# at render.
+PLAIN_TEXT = {"pattern": r'^([^{}\[\]"\\]|\\")+$'}
 _DEBRIS = re.compile(r"[{}]|\[\s*\{|'\s*:\s*\[|\"\s*:")
 
 
-def _plain(description: str) -> dict:
+def plain(description: str) -> dict:
     return {"description": description, "json_schema_extra": PLAIN_TEXT}
 
 
@@ -39,21 +41,21 @@ def _source_numbers(count: int):
 
 def report_schema(source_count: int) -> type[BaseModel]:
     """overview + sections of points, each point citing 1+ of the ``source_count`` sources."""
-    point = create_model("Point", text=(str, Field(..., **_plain("one or two sentences"))),
+    point = create_model("Point", text=(str, Field(..., **plain("one or two sentences"))),
                          sources=(list[_source_numbers(source_count)], Field(..., min_length=1)))
-    section = create_model("Section", heading=(str, Field(..., **_plain("a short heading"))),
+    section = create_model("Section", heading=(str, Field(..., **plain("a short heading"))),
                            points=(list[point], Field(..., min_length=1)))
-    return create_model("Report", overview=(str, Field(..., **_plain("one paragraph"))),
+    return create_model("Report", overview=(str, Field(..., **plain("one paragraph"))),
                         sections=(list[section], Field(..., min_length=1)))
 
 
 def answer_schema(source_count: int) -> type[BaseModel]:
     """A short answer and the sources it rests on (none when the sources do not answer)."""
-    return create_model("CitedAnswer", answer=(str, Field(..., **_plain("the answer in a few sentences"))),
+    return create_model("CitedAnswer", answer=(str, Field(..., **plain("the answer in a few sentences"))),
                         sources=(list[_source_numbers(source_count)], Field(default_factory=list)))
 
 
-def _cite(numbers: list[int]) -> str:
+def cite_marks(numbers: list[int]) -> str:
     return "".join(f"[{n}]" for n in dict.fromkeys(numbers))
 
 
@@ -67,7 +69,7 @@ def render_report(report: BaseModel) -> str:
         for point in section.points:
             text = clean_text(point.text)
             if text and text.lower().rstrip(".") != heading.lower().rstrip("."):
-                sections.setdefault(heading.lower(), (heading, []))[1].append(f"{text} {_cite(point.sources)}")
+                sections.setdefault(heading.lower(), (heading, []))[1].append(f"{text} {cite_marks(point.sources)}")
     lines = [clean_text(report.overview), ""]
     for heading, points in sections.values():
         lines += [f"## {heading}", "", " ".join(points), ""]
@@ -75,7 +77,7 @@ def render_report(report: BaseModel) -> str:
 
 
 def render_answer(answer: BaseModel) -> str:
-    return f"{clean_text(answer.answer)} {_cite(answer.sources)}".strip()
+    return f"{clean_text(answer.answer)} {cite_marks(answer.sources)}".strip()
 
 
 # -- citation check --------------------------------------------------------------------
@@ -110,7 +112,7 @@ def check_point_sources(report: BaseModel, passages: list[str], floor: float = 0
                 continue
             kept = [n for n in point.sources if 1 <= n <= len(scores) and scores[n - 1] >= ratio * scores[best]]
             if not kept:
-                changes.append(f"re-cited [{best + 1}] instead of {_cite(point.sources)} "
+                changes.append(f"re-cited [{best + 1}] instead of {cite_marks(point.sources)} "
                                f"(word overlap {scores[best]:.2f}): {' '.join(point.text.split()[:8])}…")
                 point.sources = [best + 1]
     return changes

@@ -1,0 +1,213 @@
+"""A report written section by section, in pieces a small model can hold:
+
+    outline: one section per sub-query search, each with its own 2-4 passages
+    -> one short call per section: a heading and 2-3 points, each citing its passages
+    -> checks: a point that repeats an earlier one is dropped; a point whose numbers or
+       words its cited passages do not hold is re-cited to the passage that does, or dropped
+    -> one short call for the overview, written from the section texts (a sentence with a
+       number the sections do not state is dropped)
+
+The single-prompt report (``pipeline.synthesize``) asks the model to hold twelve
+passages and the whole structure at once; a 1.5B model then repeats itself, drifts
+from its sources and runs out of reply room mid-sentence.  Here each call sees a few
+passages and writes a few sentences, and the code owns the structure and the checks.
+Every decision is a note in the trace.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import BaseModel, Field, create_model
+
+from helpers.errors import BudgetExceededError, StructuredOutputError
+from helpers.knowledge.retrieval import at_most_per_document, numbered_chunks
+from helpers.models.llm import LLM
+from helpers.prompts import fence, prompt_version, render
+from helpers.results import Hit, TraceStep, hit_summary, traced
+from helpers.strategies.reports import cite_marks, clean_text, content_words, plain, support
+
+_NUMBER = re.compile(r"\d[\d,.]*\d|\d")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+@dataclass
+class Section:
+    """One planned section: the search it comes from, its passages (with their report-wide
+    numbers) and, once written, its heading and points (text, cited numbers)."""
+
+    topic: str
+    hits: list[Hit]
+    numbers: list[int]
+    heading: str = ""
+    points: list[tuple[str, list[int]]] = field(default_factory=list)
+
+
+def outline(searches: list[tuple[str, list[Hit]]], skip: set[str], max_sections: int = 4,
+            per_section: int = 3) -> list[Section]:
+    """One section per sub-query search (after the question's own, which comes first), in the
+    order the searches ran, each with up to ``per_section`` passages no earlier section took
+    (one per document first) and none in ``skip`` (passages a judge found unhelpful).
+    A search left with fewer than two passages gives no section."""
+    taken: set[str] = set(skip)
+    sections: list[Section] = []
+    number = 1
+    for topic, hits in searches[1:]:
+        free = [h for h in hits if h.id not in taken]
+        chosen = at_most_per_document(free, 1)[:per_section]
+        chosen += [h for h in free if h not in chosen][: per_section - len(chosen)]
+        if len(chosen) < 2:
+            continue
+        taken |= {h.id for h in chosen}
+        sections.append(Section(topic, chosen, list(range(number, number + len(chosen)))))
+        number += len(chosen)
+        if len(sections) == max_sections:
+            break
+    return sections
+
+
+def section_schema(numbers: list[int]) -> type[BaseModel]:
+    """A heading and 1-3 points, each citing one or more of ``numbers`` (the grammar enforces both)."""
+    cited = list[Literal[tuple(numbers)]]
+    point = create_model("Point", text=(str, Field(..., **plain("one complete sentence"))),
+                         sources=(cited, Field(..., min_length=1)))
+    return create_model("SectionText", heading=(str, Field(..., **plain("a few words"))),
+                        points=(list[point], Field(..., min_length=1, max_length=3)))
+
+
+class Overview(BaseModel):
+    overview: str = Field(..., **plain("two or three sentences"))
+
+
+def numbers_in(text: str) -> set[str]:
+    """The numbers a text states (``1,000`` and ``1000`` count as the same)."""
+    return {n.replace(",", "").rstrip(".") for n in _NUMBER.findall(text)}
+
+
+def check_point(text: str, cited: list[int], passages: dict[int, str],
+                floor: float = 0.4) -> tuple[list[int], str]:
+    """The citations a point keeps after the support check, and a note ('' when nothing changed).
+
+    Every number in the point must occur in a cited passage, and the cited passages must hold
+    at least ``floor`` of its content words; otherwise the point is re-cited to the one shown
+    passage that holds its numbers and most of its words, or dropped (``[]``) when none does."""
+    def holds(number: int) -> bool:
+        return numbers_in(text) <= numbers_in(passages[number]) and support(text, passages[number]) >= floor
+
+    kept = [n for n in cited if n in passages and holds(n)]
+    if kept:
+        return kept, ""
+    best = max(passages, key=lambda n: support(text, passages[n]))
+    short = " ".join(text.split()[:8]) + "…"
+    if holds(best):
+        return [best], f"re-cited [{best}] instead of {cite_marks(cited)}: {short}"
+    missing = numbers_in(text) - set().union(*(numbers_in(p) for p in passages.values()))
+    why = f"numbers {sorted(missing)} are in no passage" if missing else "no passage holds its words"
+    return [], f"dropped (unsupported: {why}): {short}"
+
+
+def repeats(text: str, earlier: list[str], threshold: float = 0.6) -> str | None:
+    """The earlier point ``text`` repeats (content-word overlap at least ``threshold``), or None."""
+    words = content_words(text)
+    for other in earlier:
+        theirs = content_words(other)
+        if words and theirs and len(words & theirs) / len(words | theirs) >= threshold:
+            return other
+    return None
+
+
+def write_section(llm: LLM, question: str, section: Section, template: str | None = None,
+                  reply_tokens: int = 220) -> TraceStep:
+    """One call: the section's heading and points, then the support check on each point."""
+    trace: list[TraceStep] = []
+    with traced(trace, llm.ledger, "section", topic=section.topic) as entry:
+        entry.prompts = [prompt_version("report_section", template)]
+        entry.messages = [{"role": "user", "content": render(
+            "report_section", template, question=question, topic=section.topic,
+            passages=numbered_chunks(section.hits, start=section.numbers[0]), first=section.numbers[0])}]
+        entry.kept = [hit_summary(h) for h in section.hits]
+        try:
+            reply = llm.structured(entry.messages, section_schema(section.numbers), step="section",
+                                   max_tokens=reply_tokens)
+        except StructuredOutputError as exc:
+            entry.raw = exc.raw_replies[-1] if exc.raw_replies else ""
+            entry.notes.append(f"no valid section ({exc.last_error}); left out")
+            return trace[0]
+        entry.raw = reply.raw
+        passages = dict(zip(section.numbers, (h.text for h in section.hits)))
+        section.heading = clean_text(reply.value.heading) or section.topic
+        for point in reply.value.points:
+            text = clean_text(point.text)
+            if not text:
+                continue
+            cited, note = check_point(text, list(dict.fromkeys(point.sources)), passages)
+            if note:
+                entry.notes.append(note)
+            if cited:
+                section.points.append((text, cited))
+        entry.parsed = {"heading": section.heading, "points": section.points}
+    return trace[0]
+
+
+def write_overview(llm: LLM, question: str, sections: list[Section], template: str | None = None,
+                   reply_tokens: int = 160) -> tuple[str, TraceStep]:
+    """The overview, written from the section texts; sentences stating numbers the sections do not are dropped."""
+    trace: list[TraceStep] = []
+    with traced(trace, llm.ledger, "overview", question=question) as entry:
+        entry.prompts = [prompt_version("report_overview", template)]
+        listing = "\n".join(f"- {s.heading}: {' '.join(text for text, _ in s.points)}" for s in sections)
+        entry.messages = [{"role": "user", "content": render("report_overview", template, question=question,
+                                                             sections=fence(listing))}]
+        try:
+            reply = llm.structured(entry.messages, Overview, step="overview", max_tokens=reply_tokens)
+            entry.raw = reply.raw
+            sentences = _SENTENCE_END.split(clean_text(reply.value.overview))
+        except StructuredOutputError as exc:
+            entry.raw, sentences = exc.raw_replies[-1] if exc.raw_replies else "", []
+            entry.notes.append(f"no valid overview ({exc.last_error}); the report starts with its sections")
+        stated = numbers_in(listing)
+        kept = [s for s in sentences if numbers_in(s) <= stated]
+        entry.notes += [f"dropped an overview sentence with numbers the sections do not state: {s}"
+                        for s in sentences if s not in kept]
+        entry.parsed = " ".join(kept)
+    return entry.parsed, trace[0]
+
+
+def write_report(llm: LLM, question: str, sections: list[Section],
+                 templates: dict[str, str | None] | None = None) -> tuple[str, list[Hit], list[TraceStep]]:
+    """The whole report: each section, then the repeat check across sections, then the overview.
+    Returns the Markdown, the passages in citation order, and the trace steps.  A call the budget
+    cannot afford ends the writing; what was written stays."""
+    templates = templates or {}
+    steps: list[TraceStep] = []
+    try:
+        for section in sections:
+            steps.append(write_section(llm, question, section, templates.get("report_section")))
+    except BudgetExceededError as exc:
+        steps.append(TraceStep("budget", notes=[f"{exc}; the report keeps the sections written so far"]))
+    written: list[str] = []
+    for section, step in zip(sections, steps):
+        unique = []
+        for text, cited in section.points:
+            earlier = repeats(text, written)
+            if earlier:
+                step.notes.append(f"dropped a point that repeats an earlier one: {' '.join(text.split()[:8])}…")
+                continue
+            written.append(text)
+            unique.append((text, cited))
+        section.points = unique
+    done = [s for s in sections if s.points]
+    overview = ""
+    if done:
+        try:
+            overview, step = write_overview(llm, question, done, templates.get("report_overview"))
+            steps.append(step)
+        except BudgetExceededError as exc:
+            steps.append(TraceStep("budget", notes=[f"{exc}; no overview"]))
+    lines = [overview, ""] if overview else []
+    for section in done:
+        points = " ".join(f"{text} {cite_marks(cited)}" for text, cited in section.points)
+        lines += [f"## {section.heading}", "", points, ""]
+    used = [hit for section in sections for hit in section.hits]
+    return "\n".join(lines).strip(), used, steps

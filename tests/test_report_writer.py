@@ -1,0 +1,91 @@
+"""The report written section by section: the outline, the support and repeat checks, and the
+pipeline using it (control flow with a scripted model; the real-model measures are in
+bench/bench_report.py)."""
+from __future__ import annotations
+
+import re
+
+from scripted import Seq, StepScriptedBackend
+
+from helpers.config import with_overrides
+from helpers.knowledge.embeddings import get_embedder
+from helpers.models.llm import LLM, Budget
+from helpers.results import Hit
+from helpers.strategies.pipeline import run_pipeline
+from helpers.strategies.report_writer import Section, check_point, outline, repeats, write_report
+
+
+def hit(id_: str, text: str = "", source: str = "") -> Hit:
+    source = source or f"{id_}.md"
+    return Hit(id_, text or f"text {id_}", 0.5, "c", source, f"title of {source}", "", 0)
+
+
+def test_outline_gives_each_sub_query_its_own_passages():
+    searches = [("the question", [hit("q1"), hit("q2")]),
+                ("animation", [hit("a1", source="anim.md"), hit("a2", source="anim.md"), hit("a3")]),
+                ("same again", [hit("a1", source="anim.md"), hit("a3")]),           # all taken: no section
+                ("cast", [hit("c1"), hit("bad"), hit("c2")])]
+    sections = outline(searches, skip={"bad"}, max_sections=4, per_section=3)
+    assert [s.topic for s in sections] == ["animation", "cast"]
+    assert [h.id for h in sections[0].hits] == ["a1", "a3", "a2"]              # one per document first
+    assert [h.id for h in sections[1].hits] == ["c1", "c2"] and sections[1].numbers == [4, 5]
+    assert len(outline(searches, set(), max_sections=1)) == 1
+
+
+def test_points_must_hold_their_numbers_and_words():
+    passages = {1: "The show moved to digital ink and paint in 2002.",
+                2: "It was first broadcast in high definition in 2009."}
+    assert check_point("The show moved to digital ink and paint in 2002.", [1], passages) == ([1], "")
+    kept, note = check_point("The show was first broadcast in high definition in 2009.", [1], passages)
+    assert kept == [2] and note.startswith("re-cited [2] instead of [1]")
+    kept, note = check_point("The show moved to digital ink and paint in 1995.", [1], passages)
+    assert kept == [] and "numbers ['1995'] are in no passage" in note
+    kept, note = check_point("Critics praised the later seasons warmly.", [1, 2], passages)
+    assert kept == [] and "no passage holds its words" in note
+    assert repeats("The show moved to digital paint in 2002.", ["In 2002 the show moved to digital paint."])
+    assert repeats("Ratings fell over the years.", ["The show moved to digital paint in 2002."]) is None
+
+
+def test_write_report_drops_repeats_and_unsupported_overview_sentences():
+    sections = [Section("animation", [hit("a", "Digital ink and paint arrived in 2002."),
+                                      hit("b", "High definition came in 2009.")], [1, 2]),
+                Section("cast", [hit("c", "Harry Shearer left in 2015 and returned."),
+                                 hit("d", "Digital ink and paint arrived in 2002 for the show.")], [3, 4])]
+    script = {"section": Seq(
+        {"heading": "Animation", "points": [{"text": "Digital ink and paint arrived in 2002.", "sources": [1]},
+                                            {"text": "High definition came in 2009.", "sources": [2]}]},
+        {"heading": "Cast", "points": [{"text": "Harry Shearer left in 2015 and returned.", "sources": [3]},
+                                       {"text": "Digital ink and paint arrived in 2002.", "sources": [4]}]}),
+        "overview": {"overview": "The look changed twice. It won 40 awards in 1990."}}
+    backend = StepScriptedBackend(script)
+    report, used, steps = write_report(LLM(backend), "How did it change?", sections)
+    assert report == ("The look changed twice.\n\n## Animation\n\nDigital ink and paint arrived in 2002. [1] "
+                      "High definition came in 2009. [2]\n\n## Cast\n\nHarry Shearer left in 2015 and returned. [3]")
+    assert [h.id for h in used] == ["a", "b", "c", "d"]                          # numbered as cited
+    assert any("repeats an earlier one" in note for note in steps[1].notes)
+    assert any("numbers the sections do not state" in note for note in steps[2].notes)
+    assert "[3]" in backend.calls_for("section")[1]["messages"][0]["content"]    # report-wide numbers
+
+
+def test_the_pipeline_writes_a_sectioned_report(simpsons_kb):
+    config, store, _ = simpsons_kb
+    config = with_overrides(config, {"pipeline.route_check": False, "pipeline.report_sections": 2,
+                                     "pipeline.subquery_focus": 0.0})
+
+    def passage_point(messages):  # a point copied from the first passage shown, so it passes the support check
+        text = messages[0]["content"].split("<<<DATA\n", 1)[1].split("\n")[0]
+        first = int(re.search(r"^\[(\d+)\]", messages[0]["content"], flags=re.MULTILINE).group(1))
+        return {"heading": "Findings", "points": [{"text": text, "sources": [first]}]}
+
+    backend = StepScriptedBackend({
+        "decompose": {"queries": ["animation studios and digital colouring", "voice cast changes"]},
+        "route": Seq({"routes": [{"collection": "simpsons_production", "query": "animation studios digital ink"}]},
+                     {"routes": [{"collection": "simpsons_characters", "query": "voice cast recasting"}]}),
+        "relevance": {"relevant": list(range(1, 30))}, "reflect": {"gaps": []}, "section": passage_point,
+        "overview": {"overview": "The show changed."}})
+    result = run_pipeline("How have The Simpsons changed over time?", config,
+                          llm=LLM(backend, budget=Budget(max_calls=20, max_prompt_tokens=15000)), store=store,
+                          embedder=get_embedder(config.embedding))
+    assert backend.steps()[-3:] == ["section", "section", "overview"] and "synthesize" not in backend.steps()
+    assert result.answer.startswith("The show changed.") and result.answer.count("## Findings") == 2
+    assert [s.cited for s in result.sources][:1] == [True] and not result.error
