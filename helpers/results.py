@@ -129,13 +129,21 @@ class Result:
                             for s in self.sources],
                 "usage": {**self.usage.summary(), "wall_seconds": round(self.seconds, 2)}}
 
-    def report_markdown(self) -> str:
-        """The answer followed by its numbered source list."""
+    def report_markdown(self, listed: int = 12) -> str:
+        """The answer, its sources (every cited one and the first ``listed``; the rest are counted)
+        and a line on how it was made (model, strategy, calls, tokens, time)."""
         lines = [f"# {self.question}", "", self.answer.strip(), "", "## Sources", ""]
-        for s in self.sources:
+        shown = [s for s in self.sources if s.cited or s.number <= listed]
+        for s in shown:
             mark = "" if s.cited else " (not cited)"
             section = f" — {s.section}" if s.section else ""
             lines.append(f"{s.number}. {s.title}{section} · `{s.source}` · {s.collection}{mark}")
+        if len(self.sources) > len(shown):
+            lines.append(f"\n{len(self.sources) - len(shown)} more passage(s) found but not cited (see the trace).")
+        model = self.settings.get("model", "the configured model")
+        lines += ["", f"*Made by the {self.strategy} strategy with {model}: {self.usage.calls} model calls, "
+                      f"{self.usage.prompt_tokens:,} prompt + {self.usage.completion_tokens:,} completion tokens, "
+                      f"{self.seconds:.0f} s.*"]
         return "\n".join(lines) + "\n"
 
 
