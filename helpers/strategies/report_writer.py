@@ -86,7 +86,7 @@ def numbers_in(text: str) -> set[str]:
 
 
 def check_point(text: str, cited: list[int], passages: dict[int, str],
-                floor: float = 0.4) -> tuple[list[int], str]:
+                floor: float = 0.35) -> tuple[list[int], str]:
     """The citations a point keeps after the support check, and a note ('' when nothing changed).
 
     Every number in the point must occur in a cited passage, and the cited passages must hold
