@@ -9,7 +9,7 @@ from helpers.config import with_overrides
 from helpers.knowledge.embeddings import get_embedder
 from helpers.models.llm import LLM, Budget
 from helpers.results import Hit
-from helpers.strategies.chain import Hop, fill_references, mirror_steps, run_chain
+from helpers.strategies.chain import Hop, fill_references, is_bridge, mirror_steps, run_chain
 from helpers.strategies.evidence import EvidenceLog
 from helpers.strategies.pipeline import run_naive
 
@@ -48,7 +48,7 @@ def test_each_step_searches_with_the_answers_found_before(simpsons_kb):
     result, backend = chain_run(simpsons_kb, TWO_HOPS)
     assert backend.steps() == ["plan", "read", "read", "answer"]
     assert [t.inputs["query"] for t in result.steps("search")] == [QUESTION, "Which character says D'oh?",
-                                                                   "Who voices Homer Simpson?"]
+                                                                   "Homer Simpson", "Who voices Homer Simpson?"]
     assert "Who voices Homer Simpson?" in backend.calls_for("read")[1]["messages"][0]["content"]
     facts = backend.calls_for("answer")[0]["messages"][0]["content"]
     assert "Which character says D'oh? -> Homer Simpson" in facts and "-> Dan Castellaneta" in facts
@@ -59,6 +59,7 @@ def test_a_step_not_found_is_searched_with_its_own_words(simpsons_kb):
     script = {**TWO_HOPS, "read": Seq({"answer": "not found"}, {"answer": "Dan Castellaneta"})}
     result, _ = chain_run(simpsons_kb, script)
     assert result.steps("search")[-1].inputs["query"] == "Who voices Which character says D'oh?"
+    assert "not found" not in [t.inputs["query"] for t in result.steps("search")]   # nothing found: no entity search
 
 
 def test_names_in_the_question_are_searched_alone(simpsons_kb):
@@ -66,6 +67,12 @@ def test_names_in_the_question_are_searched_alone(simpsons_kb):
     result, backend = chain_run(simpsons_kb, script, {"chain.max_names": 1})
     assert [t.inputs["query"] for t in result.steps("search")] == [QUESTION, "D'oh", "Who says D'oh?", "Who is Homer?"]
     assert backend.steps() == ["plan", "read", "read", "answer"]  # name searches cost no model call
+
+
+def test_only_answers_that_later_steps_build_on_are_searched_alone():
+    steps = ["Who directed A?", "When was #1 born?", "Who directed B?", "When was #3 born?"]
+    assert [is_bridge(n, steps) for n in range(1, 5)] == [True, False, True, False]
+    assert not is_bridge(1, ["When was A released?", "When was B released?"])      # a comparison of dates
 
 
 def test_a_reference_to_a_fact_step_means_the_latest_entity_found():

@@ -10,8 +10,11 @@ question as simple steps that refer to earlier answers by number
 ("Who is the mother of Lothair II?", "When did #1 die?"), then runs them one at a
 time: search the step, have the model read the answer off the passages (a name,
 a date, or "not found"), and write that answer into the later steps before they
-are searched.  A small model handles each piece (planning a shape, reading one
-fact) far better than one open-ended "what next?" over a pile of passages.
+are searched.  An answer that later steps build on (the mother, the director) is
+also searched on its own, so her own page is found even when the next step's
+wording ("When did Ermengarde of Tours die?") matches other pages better.  A small
+model handles each piece (planning a shape, reading one fact) far better than one
+open-ended "what next?" over a pile of passages.
 The plan is the stopping rule; a last short call answers from the facts.  Each name
 the question contains is also searched on its own (no model call): the pages of
 the two films a comparison names are then found even when a step goes astray.
@@ -158,6 +161,12 @@ def read_answer(llm: LLM, hop: Hop, passages: int = 3, passage_chars: int = 600,
     return entry.parsed, trace[0]
 
 
+def is_bridge(number: int, steps: list[str]) -> bool:
+    """True when step ``number`` asks for something later steps build on: it refers to no earlier
+    answer itself, and a later step refers to one (its answer is the next hop's entity)."""
+    return not _REFERENCE.search(steps[number - 1]) and any(_REFERENCE.search(s) for s in steps[number:])
+
+
 def facts_text(hops: list[Hop]) -> str:
     """The steps and their answers, one line each (for the final prompt)."""
     return "\n".join(f"- {hop.query} -> {hop.answer or NOT_FOUND}" for hop in hops) or "- none"
@@ -220,6 +229,9 @@ def run_chain(question: str, config: Config, *, llm: LLM | None = None, store: V
             hop.answer, entry = read_answer(llm, hop, c.hop_passages, c.passage_chars, prompts.template("chain_read"))
             entry.iteration = number
             result.trace.append(entry)
+            if hop.answered and is_bridge(number, steps):  # the entity found, searched on its own (no call)
+                evidence.add(hop.answer, search_step(store, embedder, hop.answer, names, config, result.trace,
+                                                     number))
         if any(hop.answered for hop in hops):
             answer, entry = answer_from_facts(llm, question, hops, prompts.template("chain_answer"))
             result.trace.append(entry)
