@@ -69,7 +69,8 @@ def test_write_report_drops_repeats_and_unsupported_overview_sentences():
 
 def test_the_pipeline_writes_a_sectioned_report(simpsons_kb):
     config, store, _ = simpsons_kb
-    config = with_overrides(config, {"pipeline.route_check": False, "pipeline.report_sections": 2,
+    config = with_overrides(config, {"pipeline.report_style": "sections", "pipeline.route_check": False,
+                                     "pipeline.report_sections": 2,
                                      "pipeline.subquery_focus": 0.0})
 
     def passage_point(messages):  # a point copied from the first passage shown, so it passes the support check
