@@ -80,8 +80,9 @@ def _kb_fingerprint(config: Config) -> str:
             digest.update(Path(path).read_bytes())
     settings = [config.embedding.model_dump(), config.chunking.model_dump()]
     digest.update(json.dumps(settings, sort_keys=True).encode())
+    knowledge = PROJECT_ROOT / "helpers" / "knowledge"
     for module in ("loaders", "chunking", "embeddings", "ingest", "vectorstore"):  # the code that builds it
-        digest.update((Path(__file__).parent / f"{module}.py").read_bytes())
+        digest.update((knowledge / f"{module}.py").read_bytes())
     return digest.hexdigest()[:12]
 
 
