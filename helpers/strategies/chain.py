@@ -167,6 +167,11 @@ def is_bridge(number: int, steps: list[str]) -> bool:
     return not _REFERENCE.search(steps[number - 1]) and any(_REFERENCE.search(s) for s in steps[number:])
 
 
+def found_answers(hops: list[Hop]) -> str:
+    """The answers the steps found, joined (what the chain says when no answer call could be made)."""
+    return "; ".join(hop.answer for hop in hops if hop.answered)
+
+
 def facts_text(hops: list[Hop]) -> str:
     """The steps and their answers, one line each (for the final prompt)."""
     return "\n".join(f"- {hop.query} -> {hop.answer or NOT_FOUND}" for hop in hops) or "- none"
@@ -185,7 +190,7 @@ def answer_from_facts(llm: LLM, question: str, hops: list[Hop],
             entry.raw, answer = reply.raw, " ".join(reply.value.answer.split())
         except StructuredOutputError as exc:
             entry.raw = exc.raw_replies[-1] if exc.raw_replies else ""
-            answer = "; ".join(hop.answer for hop in hops if hop.answered)
+            answer = found_answers(hops)
             entry.notes.append(f"no valid answer ({exc.last_error}); answering with the facts themselves")
         entry.parsed = answer
     return answer, trace[0]
@@ -240,8 +245,7 @@ def run_chain(question: str, config: Config, *, llm: LLM | None = None, store: V
     except DeepSearchLabError as exc:  # a backend or database failure: report it in the result
         result.error = f"{type(exc).__name__}: {exc}"
     if not answer and result.error is None:
-        answer = "; ".join(hop.answer for hop in hops if hop.answered) or \
-            "The search found no fact that answers this question."
+        answer = found_answers(hops) or "The search found no fact that answers this question."
     result.answer = answer
     result.sources = evidence.sources(answer)
     result.seconds = time.perf_counter() - started

@@ -20,15 +20,10 @@ from helpers.results import Hit, Source, number_sources
 class EvidenceLog:
     searches: list[tuple[str, list[Hit]]] = field(default_factory=list)
     demoted: set[str] = field(default_factory=set)  # chunk ids a judge called unhelpful
-    _shown: dict[str, Hit] = field(default_factory=dict)
 
-    def add(self, query: str, hits: list[Hit], shown: list[Hit] = ()) -> None:
-        """Record one search (its hits best first) and the hits a model was shown from it."""
+    def add(self, query: str, hits: list[Hit]) -> None:
+        """Record one search: its query and its hits, best first."""
         self.searches.append((query, list(hits)))
-        self._shown.update({hit.id: hit for hit in shown})
-
-    def shown_ids(self) -> set[str]:
-        return set(self._shown)
 
     def demote(self, ids: set[str]) -> None:
         """Move these passages below every other one (a judge found them unhelpful)."""
