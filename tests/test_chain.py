@@ -7,9 +7,10 @@ from scripted import Seq, StepScriptedBackend
 
 from helpers.config import with_overrides
 from helpers.knowledge.embeddings import get_embedder
+from helpers.knowledge.retrieval import matching_titles
 from helpers.models.llm import LLM, Budget
 from helpers.results import Hit
-from helpers.strategies.chain import Hop, fill_references, is_bridge, mirror_steps, run_chain
+from helpers.strategies.chain import Hop, chosen_option, fill_references, is_bridge, mirror_steps, run_chain
 from helpers.strategies.evidence import EvidenceLog
 from helpers.strategies.pipeline import run_naive
 
@@ -83,12 +84,51 @@ def test_a_reference_to_a_fact_step_means_the_latest_entity_found():
     assert fill_references("When was #9 born?", hops) == "When was #9 born?"
 
 
+def test_an_answer_naming_a_fact_instead_of_an_option_is_mapped_to_its_option():
+    question = "Which film has the older director, Film A or Film B?"
+    hops = [Hop("Who directed Film A?", "Who directed Film A?", answer="Ann Lee"),
+            Hop("When was #1 born?", "When was Ann Lee born?", answer="3 May 1901"),
+            Hop("Who directed Film B?", "Who directed Film B?", answer="Bo Berg"),
+            Hop("When was #3 born?", "When was Bo Berg born?", answer="1920")]
+    names = ["Film A", "Film B"]
+    assert chosen_option("Ann Lee", question, names, hops) == "Film A"
+    assert chosen_option("1920", question, names, hops) == "Film B"          # the date found for #3
+    assert chosen_option("film b", question, names, hops) is None            # already an option
+    assert chosen_option("Ann Lee", "Who directed Film A and Film B?", names, hops) is None   # no options offered
+    assert chosen_option("Carl", question, names, hops) is None              # found by no step
+
+
 def test_a_comparison_plan_that_stops_after_the_first_name_is_repeated_for_the_others():
     steps = ["Who directed Film A?", "When was #1 born?"]
     assert mirror_steps(steps, ["Film A", "Film B"]) == [*steps, "Who directed Film B?", "When was #3 born?"]
     assert mirror_steps(steps, ["Film A"]) == steps                                  # nothing compared
     both = ["Who directed Film A?", "Who directed Film B?"]
     assert mirror_steps(both, ["Film A", "Film B"]) == both                          # both named already
+
+
+def test_titles_match_whatever_their_case_accents_and_qualifier():
+    titles = ["David Bradley (director)", "Bradley Orr", "David Bradley", "Aldri annet enn bråk",
+              "David Bradley (actor)", "God\u2019s Gift to Women"]
+    assert matching_titles("david  BRADLEY", titles) == ["David Bradley", "David Bradley (director)",
+                                                         "David Bradley (actor)"]   # exact first
+    assert matching_titles("David Bradley", titles, limit=1) == ["David Bradley"]
+    assert matching_titles("Aldri Annet Enn Brak", titles) == ["Aldri annet enn bråk"]
+    assert matching_titles("God'S Gift To Women", titles) == ["God\u2019s Gift to Women"]
+    assert matching_titles("Bradley", titles) == [] and matching_titles("Da", titles) == []
+
+
+def test_a_step_reads_the_pages_titled_by_what_it_is_about_first(simpsons_kb):
+    script = {**TWO_HOPS, "plan": {"names": ["the simpson family"],
+                                   "steps": ["Who leads the Simpson family?", "Where do #1 live?"]},
+              "read": Seq({"answer": "springfield residents"}, {"answer": "Springfield"})}
+    result, backend = chain_run(simpsons_kb, script)
+    searches = {t.inputs["query"]: t for t in result.steps("search")}
+    assert searches["Who leads the Simpson family?"].kept[0]["title"] == "The Simpson Family"
+    assert searches["Where do springfield residents live?"].notes == ["pages found by title: Springfield Residents"]
+    assert "[1] Springfield Residents" in backend.calls_for("read")[1]["messages"][0]["content"]
+    assert not searches[QUESTION].notes                        # the question itself is searched as it is
+    result, _ = chain_run(simpsons_kb, script, {"chain.pages": 0})
+    assert not any(t.notes for t in result.steps("search"))
 
 
 def test_plan_and_budget_limits_hold(simpsons_kb):

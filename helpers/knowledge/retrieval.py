@@ -2,6 +2,9 @@
 without duplicates, and lay chunks out as numbered, fenced prompt text."""
 from __future__ import annotations
 
+import re
+import unicodedata
+
 from helpers.knowledge.embeddings import Embedder
 from helpers.knowledge.vectorstore import VectorStore
 from helpers.models.llm import LLM
@@ -86,6 +89,46 @@ def search_collections(store: VectorStore, embedder: Embedder, query: str, colle
     groups = [store.search(name, query, embedder, k=k, mode=mode, ranker=ranker, vector=vector)
               for name in collections]
     return merge_hits(*groups)
+
+
+_QUALIFIER = re.compile(r"\s*\([^()]*\)$")  # "David Bradley (director)" -> "David Bradley"
+
+
+def title_key(text: str) -> str:
+    """``text`` as titles are compared: accents dropped, case folded, quotes and spaces evened out."""
+    text = unicodedata.normalize("NFKD", text.replace("’", "'").replace("‘", "'"))
+    text = "".join(c for c in text if not unicodedata.combining(c))
+    return " ".join(text.casefold().split())
+
+
+def matching_titles(name: str, titles: list[str], limit: int = 3) -> list[str]:
+    """The titles that name ``name``: written the same way (case, accents and spacing aside), then
+    the same name with a qualifier ("David Bradley" -> "David Bradley (director)"); at most ``limit``."""
+    key = title_key(name)
+    if len(key) < 3:
+        return []
+    exact = [t for t in titles if title_key(t) == key]
+    qualified = [t for t in titles if t not in exact and title_key(_QUALIFIER.sub("", t)) == key]
+    return (exact + qualified)[:limit]
+
+
+def lookup_pages(store: VectorStore, embedder: Embedder, name: str, query: str, collections: list[str],
+                 limit: int = 2) -> list[Hit]:
+    """The pages titled ``name`` (see ``matching_titles``): the chunk of each that best matches
+    ``query``, exact titles first.  Finds the page of an entity a search by meaning ranks low
+    ("David Bradley" is near "Bradley Orr" in embedding space), at no model call."""
+    if limit <= 0 or not name.strip():
+        return []
+    vector = None
+    pages: list[Hit] = []
+    for collection in collections:
+        titles = matching_titles(name, store.titles(collection), limit)
+        if not titles:
+            continue
+        vector = vector if vector is not None else embedder.embed([query])[0].tolist()
+        best = {h.title: h for h in reversed(store.titled_chunks(collection, titles, vector))}  # each title's best
+        pages += [best[t] for t in titles if t in best]
+    return pages[:limit]
 
 
 def numbered_chunks(hits: list[Hit], max_chars: int | None = None, start: int = 1) -> str:

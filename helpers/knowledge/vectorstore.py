@@ -93,6 +93,11 @@ def source_filter(source: str) -> str:
     return f"source == {milvus_string(stored_source(source))}"
 
 
+def title_filter(titles: list[str]) -> str:
+    """The Milvus filter selecting the rows whose title is one of ``titles`` (as stored)."""
+    return f"title in [{', '.join(milvus_string(t) for t in titles)}]"
+
+
 class VectorStore:
     """A Milvus (Lite or server) database holding described collections.
 
@@ -112,6 +117,7 @@ class VectorStore:
         self.page_size = page_size
         self._loaded: set[str] = set()
         self._meta_cache: dict[str, dict] = {}
+        self._titles: dict[str, list[str]] = {}
         try:
             self.client = MilvusClient(uri=uri, token=token)
         except Exception as exc:  # pymilvus wraps the cause in several exception types
@@ -197,6 +203,13 @@ class VectorStore:
             self.client.drop_collection(name)
         self._loaded.discard(name)
         self._meta_cache.pop(name, None)
+        self._titles.pop(name, None)
+
+    def titles(self, name: str) -> list[str]:
+        """The distinct document titles of a collection (read once, then cached until it changes)."""
+        if name not in self._titles:
+            self._titles[name] = list(dict.fromkeys(row["title"] for row in self.rows(name, ["title"])))
+        return self._titles[name]
 
     def check_embedder(self, name: str, embedder: Embedder) -> None:
         """Refuse to mix embedding models in one collection."""
@@ -222,17 +235,19 @@ class VectorStore:
         """Insert rows (``Chunk.row`` builds them within the field limits); raises ``VectorStoreError``."""
         if not rows:
             return
+        self._titles.pop(name, None)
         try:
             self.client.insert(name, rows)
         except Exception as exc:  # pymilvus raises several types (MilvusException, ParamError, ...)
             raise VectorStoreError(f"Milvus refused {len(rows)} row(s) for collection '{name}': {exc}") from exc
 
-    def rows(self, name: str, fields: list[str], source: str | None = None) -> Iterator[dict]:
-        """Every row of ``name`` (or only those of ``source``), read ``page_size`` rows per call."""
+    def rows(self, name: str, fields: list[str], source: str | None = None, where: str = "") -> Iterator[dict]:
+        """Every row of ``name`` (or only those of ``source``, or those passing the filter ``where``),
+        read ``page_size`` rows per call."""
         try:
             self._ensure_loaded(name)
             pages = self.client.query_iterator(name, batch_size=self.page_size, output_fields=fields,
-                                               filter="" if source is None else source_filter(source))
+                                               filter=source_filter(source) if source is not None else where)
             try:
                 while page := pages.next():
                     yield from page
@@ -244,6 +259,7 @@ class VectorStore:
 
     def delete_ids(self, name: str, ids: list[str]) -> None:
         """Delete rows by id (in pages of ``page_size``)."""
+        self._titles.pop(name, None)
         for start in range(0, len(ids), self.page_size):
             self.client.delete(name, ids=ids[start:start + self.page_size])
 
@@ -256,6 +272,16 @@ class VectorStore:
         the full name or the stored form a hit carries."""
         hits = [self._hit(name, row, 1.0) for row in self.rows(name, ["id", *OUTPUT_FIELDS], source)]
         return sorted(hits, key=lambda h: h.chunk_index)
+
+    def titled_chunks(self, name: str, titles: list[str], vector: list[float]) -> list[Hit]:
+        """Every chunk of the documents titled ``titles``, most similar to ``vector`` first.
+
+        Read by filter and ranked here: a vector search with so narrow a filter can come back
+        empty (the index's graph walk rarely meets the few rows that pass)."""
+        rows = list(self.rows(name, ["id", *OUTPUT_FIELDS, "vector"], where=title_filter(titles)))
+        query = _unit(vector)
+        hits = [self._hit(name, row, float(query @ _unit(row["vector"]))) for row in rows]
+        return sorted(hits, key=lambda h: h.score, reverse=True)
 
     # search ----------------------------------------------------------------
     @staticmethod

@@ -19,6 +19,11 @@ The plan is the stopping rule; a last short call answers from the facts.  Each n
 the question contains is also searched on its own (no model call): the pages of
 the two films a comparison names are then found even when a step goes astray.
 
+Before a step is searched, the pages *titled* by what it is about (a name of the
+question, an answer found earlier) are looked up and read first (``chain.pages``):
+a search by meaning for "Where was David Bradley born?" ranks "Bradley Orr" above
+"David Bradley (director)", while a title lookup cannot miss it.
+
 Evidence only grows: the question's own search comes first and every passage any
 search returned stays in the result, in turn order (``EvidenceLog``).
 """
@@ -33,7 +38,7 @@ from pydantic import BaseModel, Field
 from helpers.config import Config
 from helpers.errors import BudgetExceededError, DeepSearchLabError, StructuredOutputError
 from helpers.knowledge.embeddings import Embedder, get_embedder
-from helpers.knowledge.retrieval import search_collections
+from helpers.knowledge.retrieval import lookup_pages, search_collections, title_key
 from helpers.knowledge.vectorstore import VectorStore, open_store
 from helpers.models.llm import LLM, Budget, make_llm
 from helpers.prompts import PromptSet, as_prompt_set, fence, prompt_version, render
@@ -120,23 +125,38 @@ def mirror_steps(steps: list[str], names: list[str]) -> list[str]:
     return mirrored
 
 
-def fill_references(step: str, hops: list[Hop]) -> str:
-    """``step`` with each ``#n`` replaced by step n's answer (or, when it was not found, by
-    step n's own question, so the search still carries its words).
+def referenced_hop(number: int, hops: list[Hop]) -> Hop | None:
+    """The earlier step ``#number`` stands for (None when there is no such step).
 
     A reference points at something an earlier step found.  When ``#n`` names a step that is
     itself about an earlier answer (small models sometimes count "the second director" rather
     than steps), the latest step that is not is used instead."""
+    if not 1 <= number <= len(hops):
+        return None
+    if _REFERENCE.search(hops[number - 1].step):
+        number = max((n for n, hop in enumerate(hops, start=1) if not _REFERENCE.search(hop.step)),
+                     default=number)
+    return hops[number - 1]
+
+
+def fill_references(step: str, hops: list[Hop]) -> str:
+    """``step`` with each ``#n`` replaced by step n's answer (or, when it was not found, by
+    step n's own question, so the search still carries its words)."""
     def answer_of(match: re.Match) -> str:
-        number = int(match.group(1))
-        if not 1 <= number <= len(hops):
+        hop = referenced_hop(int(match.group(1)), hops)
+        if hop is None:
             return match.group(0)
-        if _REFERENCE.search(hops[number - 1].step):
-            number = max((n for n, hop in enumerate(hops, start=1) if not _REFERENCE.search(hop.step)),
-                         default=number)
-        hop = hops[number - 1]
         return hop.answer if hop.answered else hop.query.rstrip("?")
     return _REFERENCE.sub(answer_of, step)
+
+
+def step_entities(step: str, names: list[str], hops: list[Hop]) -> list[str]:
+    """What a planned step is about: the question's names it mentions, and the answers its
+    ``#n`` references stand for (their pages are looked up by title before the step is read)."""
+    mentioned = [n for n in names if n.lower() in step.lower()]
+    referenced = [hop.answer for m in _REFERENCE.findall(step)
+                  if (hop := referenced_hop(int(m), hops)) is not None and hop.answered]
+    return list(dict.fromkeys(mentioned + referenced))
 
 
 def read_answer(llm: LLM, hop: Hop, passages: int = 3, passage_chars: int = 600,
@@ -165,6 +185,37 @@ def is_bridge(number: int, steps: list[str]) -> bool:
     """True when step ``number`` asks for something later steps build on: it refers to no earlier
     answer itself, and a later step refers to one (its answer is the next hop's entity)."""
     return not _REFERENCE.search(steps[number - 1]) and any(_REFERENCE.search(s) for s in steps[number:])
+
+
+def step_subjects(hops: list[Hop], names: list[str]) -> list[str | None]:
+    """For each hop, the question's name its chain of steps started from ("Who directed Film A?"
+    and "When was #1 born?" are both about "Film A"), or None."""
+    subjects: list[str | None] = []
+    for number, hop in enumerate(hops, start=1):
+        subject = next((n for n in names if n.lower() in hop.step.lower()), None)
+        for m in _REFERENCE.findall(hop.step):
+            if subject is None and (ref := referenced_hop(int(m), hops[: number - 1])) is not None:
+                subject = subjects[hops.index(ref)]
+        subjects.append(subject)
+    return subjects
+
+
+def chosen_option(answer: str, question: str, names: list[str], hops: list[Hop]) -> str | None:
+    """The option a "which of A or B" answer stands for, when the answer names none of them.
+
+    A small model asked which of two films has the older director often answers with the
+    director or the date; the step that found that fact tells which film it belongs to."""
+    options = [n for n in names if title_key(n) in title_key(question)]
+    if " or " not in question or len(options) < 2 or any(title_key(o) in title_key(answer) for o in options):
+        return None
+    said = title_key(answer)
+    if len(said) < 3:
+        return None
+    for hop, subject in zip(hops, step_subjects(hops, names)):
+        found = title_key(hop.answer)
+        if subject in options and hop.answered and len(found) >= 3 and (found in said or said in found):
+            return subject
+    return None
 
 
 def found_answers(hops: list[Hop]) -> str:
@@ -222,10 +273,11 @@ def run_chain(question: str, config: Config, *, llm: LLM | None = None, store: V
         mentioned, steps, entry = plan_steps(llm, question, c.max_hops, prompts.template("chain_plan"))
         result.trace.append(entry)
         for name in mentioned[: c.max_names]:  # each name the question contains, searched alone (no model call)
-            evidence.add(name, search_step(store, embedder, name, names, config, result.trace))
+            evidence.add(name, search_step(store, embedder, name, names, config, result.trace, entities=[name]))
         for number, step in enumerate(steps, start=1):
             hop = Hop(step, fill_references(step, hops))
-            hop.hits = search_step(store, embedder, hop.query, names, config, result.trace, number)
+            hop.hits = search_step(store, embedder, hop.query, names, config, result.trace, number,
+                                   step_entities(step, mentioned, hops))
             evidence.add(hop.query, hop.hits)
             hops.append(hop)
             if not llm.has_room(calls=2):  # keep the last call for the answer
@@ -236,9 +288,13 @@ def run_chain(question: str, config: Config, *, llm: LLM | None = None, store: V
             result.trace.append(entry)
             if hop.answered and is_bridge(number, steps):  # the entity found, searched on its own (no call)
                 evidence.add(hop.answer, search_step(store, embedder, hop.answer, names, config, result.trace,
-                                                     number))
+                                                     number, [hop.answer]))
         if any(hop.answered for hop in hops):
             answer, entry = answer_from_facts(llm, question, hops, prompts.template("chain_answer"))
+            if option := chosen_option(answer, question, mentioned, hops):
+                entry.notes.append(f"{answer!r} was found for {option!r}, one of the options the question "
+                                   "gives: answered with it")
+                answer = option
             result.trace.append(entry)
     except BudgetExceededError as exc:
         result.trace.append(TraceStep("budget", notes=[f"{exc}; answering with the facts found"]))
@@ -253,10 +309,19 @@ def run_chain(question: str, config: Config, *, llm: LLM | None = None, store: V
 
 
 def search_step(store: VectorStore, embedder: Embedder, query: str, names: list[str], config: Config,
-                trace: list[TraceStep], number: int = 0) -> list[Hit]:
-    """The top-k hits for ``query`` over ``names``, traced."""
+                trace: list[TraceStep], number: int = 0, entities: list[str] = ()) -> list[Hit]:
+    """The pages titled by ``entities`` (``chain.pages`` each, see ``lookup_pages``), then the
+    top-k hits for ``query`` over ``names``; each chunk once, traced."""
     with traced(trace, None, "search", number, query=query) as entry:
+        pages = [page for name in entities
+                 for page in lookup_pages(store, embedder, name, query, names, config.chain.pages)]
+        if pages:
+            entry.notes.append("pages found by title: " + ", ".join(dict.fromkeys(p.title for p in pages)))
         hits = search_collections(store, embedder, query, names, k=config.search.top_k, mode=config.search.mode,
                                   ranker=config.search.ranker)[: config.search.top_k]
+        unique: dict[str, Hit] = {}
+        for hit in pages + hits:
+            unique.setdefault(hit.id, hit)
+        hits = list(unique.values())
         entry.kept = [hit_summary(h) for h in hits]
     return hits
