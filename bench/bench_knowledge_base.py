@@ -26,7 +26,7 @@ from helpers.knowledge.chunking import chunk_documents
 from helpers.knowledge.embeddings import get_embedder
 from helpers.knowledge.ingest import ingest
 from helpers.knowledge.loaders import expand_sources, load_source
-from helpers.knowledge.vectorstore import VectorStore
+from helpers.knowledge.vectorstore import MilvusStore
 
 CORPUS = PROJECT_ROOT / "data" / "simpsons"
 
@@ -49,7 +49,7 @@ def ingest_vs_embedding(copies: int, repeats: int) -> dict:
         docs = [d for s in expand_sources([str(corpus)]) for d in load_source(s)]
         chunks = chunk_documents(docs, config.chunking.chunk_size, config.chunking.chunk_overlap)
         embedder.embed([c.text for c in chunks[:32]])  # warm-up
-        store = VectorStore(str(Path(tmp) / "milvus.db"))
+        store = MilvusStore(str(Path(tmp) / "milvus.db"))
         for round_number in range(repeats):
             started = time.perf_counter()
             embedder.embed([c.text for c in chunks])  # one call: the model sorts all texts by length (its best)
@@ -73,7 +73,7 @@ def search_latency(rows: int, queries: int) -> list[dict]:
     rng = np.random.default_rng(0)
     path = BENCH_OUT / "latency.db"
     shutil.rmtree(path, ignore_errors=True)
-    store = VectorStore(str(path))
+    store = MilvusStore(str(path))
     store.create_collection("latency", "latency benchmark", embedder)
     batch = []
     for i in range(rows):

@@ -20,6 +20,11 @@ def positive_int(text: str) -> int:
     return int(text)
 
 
+def positive_ints(text: str) -> tuple[int, ...]:
+    """An argparse type: whole numbers of at least 1, separated by commas ("2,5")."""
+    return tuple(positive_int(part) for part in text.split(","))
+
+
 def command(name: str, help_text: str, arguments: Callable[[argparse.ArgumentParser], None] = lambda p: None):
     """Register a sub-command: its help, its arguments, and the function that runs it."""
     def register(func: Callable) -> Callable:
@@ -185,7 +190,7 @@ def _eval_args(p: argparse.ArgumentParser) -> None:
                         "deepsearch[:token_budget]; /dense or /hybrid sets the search mode "
                         "(default: naive,deepsearcher:1,deepsearcher:2,deepsearcher:3; with --benchmark "
                         "naive,chain,deepsearcher:1)")
-    p.add_argument("--k", default="2,5", help="recall cut-offs")
+    p.add_argument("--k", type=positive_ints, default="2,5", help="recall cut-offs, e.g. 2,5")
     p.add_argument("--limit", type=positive_int, help="at most N questions, taking each question type in turn")
     p.add_argument("--judge", action="store_true", help="also ask the LLM judge (reported separately)")
     p.add_argument("--why-missed", action="store_true",
@@ -210,9 +215,6 @@ def _eval(args: argparse.Namespace) -> None:
     strategies = (args.strategies or default_strategies).split(",")
     for spec in strategies:
         parse_strategy(spec)
-    if not all(k.strip().isdigit() and int(k) >= 1 for k in args.k.split(",")):
-        raise InputError(f"--k {args.k!r}: give recall cut-offs as whole numbers of at least 1, e.g. --k 2,5")
-    ks = tuple(int(k) for k in args.k.split(","))
     questions = sample_by_type(load_questions(questions_file), args.limit)
     check_corpus(corpus)
     prompts = PromptSet.load(args.prompts) if args.prompts else None
@@ -220,7 +222,7 @@ def _eval(args: argparse.Namespace) -> None:
     config = load_config(overrides={**_overrides(args), "vector_db.uri": str(out / "milvus.db")})
     prepare_corpus(corpus, config)
     try:
-        summary = run_evaluation(questions, strategies, config, out, ks, judge=args.judge, prompts=prompts)
+        summary = run_evaluation(questions, strategies, config, out, args.k, judge=args.judge, prompts=prompts)
     except KeyboardInterrupt:
         saved = len(read_rows(out / "results.jsonl"))
         print(f"stopped; {saved} row(s) saved in {out / 'results.jsonl'}; re-run the same command to resume",
@@ -228,7 +230,7 @@ def _eval(args: argparse.Namespace) -> None:
         raise SystemExit(130) from None
     print(json.dumps(summary, indent=2))
     if args.why_missed:
-        print("\nwhy gold titles were missed (at k = %d):" % max(ks))
+        print("\nwhy gold titles were missed (at k = %d):" % max(args.k))
         ids = {q.id for q in questions}
         for line in miss_table([r for r in read_rows(out / "results.jsonl") if r["id"] in ids]):
             print("  " + ", ".join(f"{key}: {value}" for key, value in line.items()))

@@ -1,8 +1,9 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
-from helpers.config import load_config
+from helpers.config import DEFAULT_CONFIG_FILE, Config, load_config
 from helpers.errors import ConfigError
 
 
@@ -10,6 +11,20 @@ def test_file_defaults():
     config = load_config(environ={})
     assert config.llm.provider == "llamacpp" and config.llm.model == "qwen2.5-coder-1.5b"
     assert config.llm.context_size >= 4096
+
+
+def _flat(tree: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in tree.items():
+        out.update(_flat(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value})
+    return out
+
+
+def test_the_yaml_file_shows_every_default_of_config_py_and_agrees_with_it():
+    """The defaults are defined once, in helpers/config.py; deepsearch.yaml is their annotated copy."""
+    shown, defaults = _flat(yaml.safe_load(DEFAULT_CONFIG_FILE.read_text())), _flat(Config().model_dump())
+    assert {key: value for key, value in shown.items() if defaults.get(key) != value} == {}
+    assert sorted(set(defaults) - set(shown)) == []
 
 
 def test_environment_and_overrides_layer_in_order():

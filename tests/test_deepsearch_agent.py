@@ -15,6 +15,7 @@ from helpers.errors import BackendUnreachableError
 from helpers.knowledge.embeddings import get_embedder
 from helpers.knowledge.query_dedup import QueryDeduper
 from helpers.knowledge.retrieval import interleave
+from helpers.knowledge.store import VectorStore
 from helpers.models.llm import LLM
 from helpers.prompts import prompt_version
 from helpers.results import Hit
@@ -49,7 +50,7 @@ DOCS = {
 
 
 class FakeStore:
-    """Word-overlap search over ``DOCS`` with the VectorStore methods the agent uses."""
+    """Word-overlap search over ``DOCS``: a ``VectorStore`` without Milvus."""
 
     def list_collections(self):
         return sorted({collection for collection, _ in DOCS})
@@ -69,6 +70,16 @@ class FakeStore:
 
     def source_chunks(self, collection, source):
         return list(DOCS[(collection, source)])
+
+    def titles(self, name):
+        return list(dict.fromkeys(h.title for (c, _), hits in DOCS.items() if c == name for h in hits))
+
+    def titled_chunks(self, name, titles, vector):
+        return [h for (c, _), hits in DOCS.items() if c == name for h in hits if h.title in titles]
+
+
+def test_the_fake_store_is_a_vector_store():
+    assert isinstance(FakeStore(), VectorStore)       # the protocol the strategies search through
 
 
 def search(*queries: str) -> str:

@@ -17,7 +17,7 @@ from helpers.knowledge.chunking import chunk_record, split_to_fit
 from helpers.knowledge.embeddings import Embedder, get_embedder
 from helpers.knowledge.ingest import ingest
 from helpers.knowledge.loaders import Document
-from helpers.knowledge.vectorstore import FIELD_MAX, TEXT_MAX, VectorStore, milvus_string, stored_source
+from helpers.knowledge.vectorstore import FIELD_MAX, TEXT_MAX, MilvusStore, milvus_string, stored_source
 
 GOOD = "# Good\n\n## Plant\nHomer works as a safety inspector at the Springfield nuclear power plant.\n"
 ODD_NAMES = ["Café – Ünïcode.md", 'say "hi".md', "back\\slash.md", "it's.md", "日本語 ✓.md",
@@ -45,12 +45,12 @@ class HashEmbedder(Embedder):
 
 @pytest.fixture
 def store(tmp_path):
-    store = VectorStore(str(tmp_path / "milvus.db"))
+    store = MilvusStore(str(tmp_path / "milvus.db"))
     yield store
     store.close()
 
 
-def _state(store: VectorStore, collection: str) -> set[tuple[str, str]]:
+def _state(store: MilvusStore, collection: str) -> set[tuple[str, str]]:
     """The collection's (source, text) pairs, read page by page."""
     return {(row["source"], row["text"]) for row in store.rows(collection, ["source", "text"])}
 
@@ -176,7 +176,7 @@ def _long_document(paragraphs: int, edited: tuple[int, ...] = ()) -> str:
     return "# Big\n\n" + "\n\n".join(parts) + "\n"
 
 
-def _check_big_source_reingest(tmp_path, store: VectorStore, paragraphs: int) -> None:
+def _check_big_source_reingest(tmp_path, store: MilvusStore, paragraphs: int) -> None:
     """One source of ``paragraphs`` chunks (plus two small files): edit two paragraphs, delete one
     file and rename the other; the collection must then equal a fresh ingest, and only the two
     edited chunks are embedded again."""
@@ -201,7 +201,7 @@ def _check_big_source_reingest(tmp_path, store: VectorStore, paragraphs: int) ->
 
 
 def test_reingest_pages_through_every_row(tmp_path):
-    store = VectorStore(str(tmp_path / "paged.db"), page_size=7)
+    store = MilvusStore(str(tmp_path / "paged.db"), page_size=7)
     try:
         _check_big_source_reingest(tmp_path, store, paragraphs=60)
     finally:

@@ -111,7 +111,7 @@ def eval_files(tmp_path):
     (None, None, ["--strategies", "naiv"], "unknown strategy 'naiv'"),
     (None, None, ["--strategies", "deepsearcher:x"], "whole number"),
     (None, None, ["--strategies", "naive:3"], "takes no parameter"),
-    (None, None, ["--k", "2,x"], "--k '2,x'"),
+    (None, None, ["--k", "2,x"], "argument --k: expected a whole number of at least 1, got 'x'"),
 ])
 def test_eval_checks_every_input_before_the_ingest(capsys, eval_files, questions, corpus, extra, message):
     argv = ["eval", "--questions", str(eval_files / questions) if questions else f"{SAMPLE}/questions.json",
@@ -163,3 +163,37 @@ def test_a_crashing_row_is_recorded_and_the_evaluation_goes_on(monkeypatch, tmp_
     assert row["failed"] and row["error"] == "RuntimeError: a library failed" and not row["correct"]
     saved = Result.load(tmp_path / "naive__q1.json")
     assert "RuntimeError: a library failed" in saved.settings["traceback"]
+
+
+@pytest.mark.parametrize("name", ["../escape", ".", "has-dash", "9lives", "x" * 300, ""])
+def test_collection_names_milvus_refuses_are_named_before_any_file_is_read(capsys, tmp_path, monkeypatch, name):
+    monkeypatch.setenv("DSL_MILVUS_URI", str(tmp_path / "kb.db"))
+    code, _, err = run_cli(capsys, "ingest", f"{SAMPLE}/corpus.json", "--collection", name)
+    assert code == 2 and "is not allowed: Milvus names start with a letter" in err and "Traceback" not in err
+    assert not (tmp_path / "kb.db").exists()
+
+
+@pytest.mark.parametrize("where, message", [
+    ("/proc/self/kb.db", "is under /proc, a system file system"),
+    ("/sys/kb.db", "is under /sys"),
+    ("{tmp}/a_file.db", "is an existing file, not a database directory"),
+    ("{tmp}/kb", "must end in .db"),
+])
+def test_a_milvus_lite_path_that_cannot_work_says_what_to_do(capsys, tmp_path, monkeypatch, where, message):
+    (tmp_path / "a_file.db").write_text("not a database")
+    monkeypatch.setenv("DSL_MILVUS_URI", where.format(tmp=tmp_path))
+    code, _, err = run_cli(capsys, "search", "Emmy awards")
+    assert code == 2 and message in err and "DSL_MILVUS_URI" in err and "Traceback" not in err
+
+
+def test_a_model_file_that_is_not_gguf_or_is_truncated_is_named(tmp_path):
+    from helpers.errors import ModelNotFoundError
+    from helpers.models.llm import LlamaCppBackend
+    text_file = tmp_path / "model.gguf"
+    text_file.write_text("this is a README, not a model")
+    with pytest.raises(ModelNotFoundError, match=r"is not a GGUF file \(it starts with b'this'"):
+        LlamaCppBackend(str(text_file), context_size=512)
+    truncated = tmp_path / "cut.gguf"
+    truncated.write_bytes(b"GGUF" + bytes(60))
+    with pytest.raises(ModelNotFoundError, match="may be truncated or damaged"):
+        LlamaCppBackend(str(truncated), context_size=512)

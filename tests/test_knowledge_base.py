@@ -16,7 +16,7 @@ from helpers.errors import EmbeddingMismatchError
 from helpers.knowledge.embeddings import Embedder, get_embedder
 from helpers.knowledge.ingest import ingest, ingest_manifest
 from helpers.knowledge.retrieval import search_collections
-from helpers.knowledge.vectorstore import VectorStore, open_store
+from helpers.knowledge.vectorstore import MilvusStore, open_store
 
 DATA = PROJECT_ROOT / "data"
 CHECKS = [json.loads(line) for line in (DATA / "qa" / "search_checks.jsonl").read_text().splitlines() if line.strip()]
@@ -117,7 +117,7 @@ def test_bad_files_are_skipped_with_a_summary(tmp_path, kb):
     (docs / "broken.pdf").write_bytes(b"%PDF-1.4 this is not really a pdf")
     (docs / "locked.md").write_text("# Locked\n\nsecret")
     (docs / "locked.md").chmod(0)
-    store = VectorStore(str(tmp_path / "bad.db"))
+    store = MilvusStore(str(tmp_path / "bad.db"))
     try:
         report = ingest([str(docs)], "mixed", "mixed files", config, store=store, progress=False)
     finally:
@@ -136,7 +136,7 @@ def test_json_corpus_one_record_per_chunk(tmp_path, kb):
     config, _, _ = kb
     corpus = DATA / "multihop_sample" / "corpus.json"
     records = json.loads(corpus.read_text())
-    store = VectorStore(str(tmp_path / "corpus.db"))
+    store = MilvusStore(str(tmp_path / "corpus.db"))
     try:
         report = ingest([str(corpus)], "sample", "sample corpus", config, store=store, progress=False)
         assert report.chunks_added == len(records)
@@ -176,7 +176,7 @@ def test_an_edited_file_replaces_its_old_chunks(tmp_path, kb):
     config, _, _ = kb
     doc = tmp_path / "notes.md"
     doc.write_text("# Notes\n\n## One\nThe first version says the plant is in sector 7G.\n")
-    store = VectorStore(str(tmp_path / "edit.db"))
+    store = MilvusStore(str(tmp_path / "edit.db"))
     try:
         first = ingest([str(doc)], "notes", "notes", config, store=store, progress=False)
         doc.write_text("# Notes\n\n## One\nThe second version moves Homer to sector 8H.\n")

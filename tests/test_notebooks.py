@@ -22,8 +22,9 @@ import pytest
 from servers import free_port
 
 from helpers.config import PROJECT_ROOT
+from helpers.lab.execution import venv_kernel_name
 from helpers.lab.notebooks import (DB_DIR_ENV, NOTEBOOK_DIR, check_citations, execute_notebook, kernel_env, milvus_path,
-                                   notebook_config, notebook_paths, renumber_citations, venv_kernel_name)
+                                   notebook_config, notebook_paths, renumber_citations)
 
 EXPECTED = [
     "00_setup_and_first_call", "01_knowledge_base", "02_decomposition", "03_routing",

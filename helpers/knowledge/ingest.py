@@ -29,7 +29,7 @@ from helpers.errors import IngestError, VectorStoreError
 from helpers.knowledge.chunking import Chunk, chunk_document, chunk_record
 from helpers.knowledge.embeddings import Embedder, get_embedder, warn_if_cut
 from helpers.knowledge.loaders import Document, SourceError, display_path, expand_sources, is_web, load_source
-from helpers.knowledge.vectorstore import VectorStore, open_store, stored_source
+from helpers.knowledge.vectorstore import MilvusStore, check_collection_name, open_store, stored_source
 
 MANIFEST = PROJECT_ROOT / "data" / "collections.json"
 
@@ -104,7 +104,7 @@ def _local_scope(sources: list[str], files: list[str]) -> Callable[[str], bool]:
     return lambda name: name in exact or name.startswith(tuple(prefixes))
 
 
-def _embed_and_insert(store: VectorStore, collection: str, embedder: Embedder, chunks: list[Chunk],
+def _embed_and_insert(store: MilvusStore, collection: str, embedder: Embedder, chunks: list[Chunk],
                       batch_size: int, progress: bool) -> tuple[Counter[str], dict[str, str]]:
     """Embed and insert ``chunks`` batch by batch.  A batch Milvus refuses is retried source by
     source, and a source refused is left out from then on; returns the rows added per source
@@ -132,7 +132,7 @@ def _embed_and_insert(store: VectorStore, collection: str, embedder: Embedder, c
     return added, refused
 
 
-def _remove_outdated(store: VectorStore, collection: str, kept: dict[str, set[str]],
+def _remove_outdated(store: MilvusStore, collection: str, kept: dict[str, set[str]],
                      gone: Callable[[str], bool]) -> tuple[int, list[str]]:
     """Delete the rows of each kept source (by stored name) that it no longer produces, and every
     row of a source ``gone`` names; returns the rows deleted and the sources removed."""
@@ -151,12 +151,13 @@ def _remove_outdated(store: VectorStore, collection: str, kept: dict[str, set[st
 
 
 def ingest(sources: list[str], collection: str, description: str, config: Config, *,
-           force: bool = False, keep_removed: bool = False, store: VectorStore | None = None,
+           force: bool = False, keep_removed: bool = False, store: MilvusStore | None = None,
            embedder: Embedder | None = None, progress: bool = True, batch_size: int = 64) -> IngestReport:
     """Ingest ``sources`` (files, folders, URLs, ``wikipedia:Title``) into ``collection``.
 
     Chunks of files deleted from the given folders, or no longer readable, are removed unless
     ``keep_removed``.  Raises ``IngestError`` when nothing at all can be ingested."""
+    check_collection_name(collection)  # before any file is read
     store = store or open_store(config)
     embedder = embedder or get_embedder(config.embedding)
     report = IngestReport(collection)

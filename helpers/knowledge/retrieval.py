@@ -6,7 +6,7 @@ import re
 import unicodedata
 
 from helpers.knowledge.embeddings import Embedder
-from helpers.knowledge.vectorstore import VectorStore
+from helpers.knowledge.store import VectorStore
 from helpers.models.llm import LLM
 from helpers.prompts import fence
 from helpers.results import Hit

@@ -19,8 +19,8 @@ import hashlib
 import json
 import logging
 import os
+import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +28,7 @@ import numpy as np
 from helpers.config import Config, is_server_uri
 from helpers.errors import DatabaseLockedError, EmbeddingMismatchError, VectorStoreError
 from helpers.knowledge.embeddings import Embedder
+from helpers.knowledge.store import CollectionInfo
 from helpers.results import Hit
 
 # Milvus Lite's in-process gRPC server logs a traceback for calls it does not implement
@@ -38,15 +39,6 @@ TEXT_MAX = 8192  # UTF-8 bytes of the text field
 FIELD_MAX = 512  # UTF-8 bytes of the source, title and section fields
 META_PROPERTY = "deepsearch.meta"  # collection property: description, embedding model, dimension
 OUTPUT_FIELDS = ["text", "source", "title", "section", "chunk_index"]
-
-
-@dataclass
-class CollectionInfo:
-    name: str
-    description: str
-    embedding_model: str
-    dimension: int
-    count: int
 
 
 def lock_holders(path: Path) -> list[str]:
@@ -98,8 +90,37 @@ def title_filter(titles: list[str]) -> str:
     return f"title in [{', '.join(milvus_string(t) for t in titles)}]"
 
 
-class VectorStore:
-    """A Milvus (Lite or server) database holding described collections.
+_COLLECTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
+
+
+def check_collection_name(name: str) -> None:
+    """Refuse a collection name Milvus would reject: it must start with a letter or an underscore
+    and hold only letters, digits and underscores, at most 255 characters."""
+    if not _COLLECTION_NAME.fullmatch(name):
+        raise VectorStoreError(
+            f"collection name {name[:80]!r}{'…' if len(name) > 80 else ''} is not allowed: Milvus names start with "
+            "a letter or an underscore and hold only letters, digits and underscores (at most 255), "
+            "e.g. 'simpsons_characters'.")
+
+
+def check_local_path(path: Path) -> None:
+    """Refuse a Milvus Lite path that cannot hold a database, saying what to do."""
+    fix = "Set DSL_MILVUS_URI (or vector_db.uri) to a path such as data/milvus/deepsearch.db."
+    if not path.name.endswith(".db"):
+        raise VectorStoreError(f"the Milvus Lite path {path} must end in .db (Milvus Lite creates a directory "
+                               f"of that name). {fix}")
+    resolved = path.resolve()
+    if len(resolved.parts) > 1 and resolved.parts[1] in ("proc", "sys", "dev"):
+        raise VectorStoreError(f"the Milvus Lite path {path} is under /{resolved.parts[1]}, a system file system "
+                               f"where no database can be stored. {fix}")
+    if resolved.exists() and not resolved.is_dir():
+        raise VectorStoreError(f"the Milvus Lite path {path} is an existing file, not a database directory: "
+                               f"move that file away or choose another path. {fix}")
+
+
+class MilvusStore:
+    """A Milvus (Lite or server) database holding described collections (implements
+    ``helpers.knowledge.store.VectorStore``, plus the writes ingest needs).
 
     ``page_size`` is how many rows one call reads when a read may return many (``rows``)."""
 
@@ -112,7 +133,12 @@ class VectorStore:
 
         self.is_local = not is_server_uri(uri)
         if self.is_local:
-            Path(uri).parent.mkdir(parents=True, exist_ok=True)
+            check_local_path(Path(uri))
+            try:
+                Path(uri).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise VectorStoreError(f"cannot create the folder of the Milvus Lite database {uri}: {exc}. "
+                                       "Choose a writable path with DSL_MILVUS_URI (or vector_db.uri).") from exc
         self.uri = uri
         self.page_size = page_size
         self._loaded: set[str] = set()
@@ -178,6 +204,8 @@ class VectorStore:
 
     def create_collection(self, name: str, description: str, embedder: Embedder) -> None:
         from pymilvus import DataType, Function, FunctionType
+
+        check_collection_name(name)
 
         schema = self.client.create_schema(auto_id=False)
         schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=64)
@@ -324,16 +352,16 @@ def _unit(vector) -> np.ndarray:
     return array / (np.linalg.norm(array) or 1.0)
 
 
-_STORES: dict[str, VectorStore] = {}
+_STORES: dict[str, MilvusStore] = {}
 
 
-def open_store(config: Config) -> VectorStore:
+def open_store(config: Config) -> MilvusStore:
     """The vector store for ``config.vector_db``, opened once per process (Milvus Lite locks per process)."""
     uri = config.vector_db.uri
     if not is_server_uri(uri):
         uri = str(config.resolve_path(uri))
     if uri not in _STORES:
-        _STORES[uri] = VectorStore(uri, config.vector_db.token)
+        _STORES[uri] = MilvusStore(uri, config.vector_db.token)
     return _STORES[uri]
 
 

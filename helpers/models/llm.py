@@ -85,8 +85,13 @@ class LlamaCppBackend:
         self.context_size = context_size
         self.repeat_penalty = repeat_penalty
         self.threads = threads or available_cores()
-        self.llama = CheckedGrammarLlama(model_path=str(path), n_ctx=context_size, n_threads=self.threads,
-                           n_threads_batch=self.threads, seed=seed, verbose=False)
+        try:
+            self.llama = CheckedGrammarLlama(model_path=str(path), n_ctx=context_size, n_threads=self.threads,
+                                             n_threads_batch=self.threads, seed=seed, verbose=False)
+        except ValueError as exc:  # llama-cpp-python's message for a file it cannot load
+            raise ModelNotFoundError(
+                f"llama.cpp could not load the model file {path} ({exc}): it may be truncated or damaged. "
+                "Download it again, or for a catalogue model delete it and run `make setup`.") from exc
 
     def complete(self, messages: Messages, *, schema: dict | None, temperature: float,
                  max_tokens: int, step: str) -> Completion:

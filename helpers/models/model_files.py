@@ -117,6 +117,13 @@ def resolve_gguf(model: str) -> Path:
         return ensure_model(model)
     path = Path(model).expanduser()
     if path.is_file():
+        with path.open("rb") as handle:
+            magic = handle.read(4)
+        if magic != b"GGUF":
+            raise ModelNotFoundError(
+                f"model file {path} is not a GGUF file (it starts with {magic!r}, not b'GGUF'). llama.cpp "
+                "reads GGUF only: point llm.model (or DSL_MODEL) at a .gguf file, or use a catalogue name "
+                f"({', '.join(CATALOGUE)}).")
         return path
     raise ModelNotFoundError(
         f"model '{model}' is neither a catalogue name ({', '.join(CATALOGUE)}) nor an existing "

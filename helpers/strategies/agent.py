@@ -43,7 +43,8 @@ from helpers.errors import (BudgetExceededError, ContextOverflowError, DeepSearc
 from helpers.knowledge.embeddings import Embedder, get_embedder
 from helpers.knowledge.query_dedup import QueryDeduper
 from helpers.knowledge.retrieval import interleave, search_collections
-from helpers.knowledge.vectorstore import VectorStore, open_store
+from helpers.knowledge.store import VectorStore
+from helpers.knowledge.vectorstore import open_store
 from helpers.models.llm import LLM, Budget, make_llm
 from helpers.prompts import PromptSet, as_prompt_set
 from helpers.results import CITATION, Hit, Result, TraceStep, hit_summary, traced
@@ -696,7 +697,7 @@ class DeepSearchAgent:
         if lines:
             answer = ("No checked answer could be written. The most relevant findings were:\n" + "\n".join(lines))
         else:
-            answer = "No answer could be found: the knowledge base search returned nothing relevant."
+            answer = f"No answer could be found: no passage was found before the run stopped ({reason})."
         with traced(self.trace, self.llm.ledger, "fallback", self.step, reason=reason) as entry:
             entry.notes.append("beast mode gave no answer: the answer was assembled from the memory without the model")
         self._accept(answer, ranked, f"fallback ({reason}): answer assembled without the model")

@@ -39,7 +39,8 @@ from helpers.config import Config
 from helpers.errors import BudgetExceededError, DeepSearchLabError, StructuredOutputError
 from helpers.knowledge.embeddings import Embedder, get_embedder
 from helpers.knowledge.retrieval import lookup_pages, search_collections, title_key
-from helpers.knowledge.vectorstore import VectorStore, open_store
+from helpers.knowledge.store import VectorStore
+from helpers.knowledge.vectorstore import open_store
 from helpers.models.llm import LLM, Budget, make_llm
 from helpers.prompts import PromptSet, as_prompt_set, fence, prompt_version, render
 from helpers.results import Hit, Result, TraceStep, hit_summary, traced

@@ -21,7 +21,8 @@ from helpers.knowledge.embeddings import Embedder, get_embedder
 from helpers.knowledge.query_dedup import QueryDeduper
 from helpers.knowledge.retrieval import (at_most_per_document, by_collection_in_turn, fit_chunks, merge_hits,
                                          numbered_chunks, search_collections)
-from helpers.knowledge.vectorstore import VectorStore, open_store
+from helpers.knowledge.store import VectorStore
+from helpers.knowledge.vectorstore import open_store
 from helpers.models.llm import LLM, Budget, make_llm
 from helpers.prompts import PromptSet, as_prompt_set, fence, prompt_version, render
 from helpers.results import Hit, Result, TraceStep, hit_summary, number_sources, traced

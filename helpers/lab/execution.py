@@ -1,0 +1,114 @@
+"""Headless execution of the notebook series with nbclient: executed copies and HTML under
+``outputs/notebooks/`` (used by ``python -m helpers notebooks`` and the tests)."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from helpers.config import PROJECT_ROOT
+from helpers.lab.workspace import notebook_paths
+
+DEFAULT_OUT = PROJECT_ROOT / "outputs" / "notebooks"
+
+
+@dataclass
+class NotebookRun:
+    name: str
+    ok: bool
+    seconds: float
+    error: str | None = None
+    executed: Path | None = None
+    html: Path | None = None
+
+
+def venv_kernel_name(preferred: str = "python3") -> str:
+    """A kernel that runs this interpreter: ``preferred`` when it already does, else a
+    ``deepsearch-lab`` kernelspec installed into this environment's prefix."""
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    manager = KernelSpecManager()
+    try:
+        argv0 = manager.get_kernel_spec(preferred).argv[0]
+        # jupyter_client replaces a bare "python"/"python3" with the launching interpreter
+        if argv0 in ("python", "python3", f"python{sys.version_info[0]}.{sys.version_info[1]}") or \
+                Path(argv0).resolve() == Path(sys.executable).resolve():
+            return preferred
+    except NoSuchKernel:
+        pass
+    from ipykernel.kernelspec import install
+
+    install(kernel_name="deepsearch-lab", display_name="Python (deepsearch-lab)", prefix=sys.prefix)
+    return "deepsearch-lab"
+
+
+def kernel_env(fast: bool | None = None, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for notebook kernels: this one, offline, plus ``DSL_FAST`` when asked."""
+    env = dict(os.environ)
+    env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"})
+    if fast is True:
+        env["DSL_FAST"] = "1"
+    elif fast is False:
+        env.pop("DSL_FAST", None)
+    env.update(extra or {})
+    return env
+
+
+def execute_notebook(path: str | Path, out_dir: str | Path | None = DEFAULT_OUT, *, timeout: int = 600,
+                     env: dict[str, str] | None = None, kernel_name: str | None = None,
+                     html_export: bool = True) -> NotebookRun:
+    """Run one notebook top to bottom (cwd = its folder); write the executed copy and HTML into ``out_dir``.
+
+    A failing cell does not raise: the run says ``ok=False`` with the error, and the
+    partly executed notebook is still written.
+    """
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+    path = Path(path)
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(nb, timeout=timeout, startup_timeout=180, kernel_name=kernel_name or venv_kernel_name(),
+                            resources={"metadata": {"path": str(path.parent)}})
+    started = time.perf_counter()
+    error = None
+    try:
+        client.execute(env=env if env is not None else kernel_env())
+    except (CellExecutionError, CellTimeoutError, DeadKernelError) as exc:
+        error = f"{type(exc).__name__}: {str(exc)[-3000:]}"
+    except Exception:  # the kernel did not start, the connection broke, ...: report it like a failed cell
+        error = "the notebook could not be run:\n" + traceback.format_exc()[-3000:]
+    run = NotebookRun(path.stem, error is None, time.perf_counter() - started, error)
+    if out_dir is not None:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        run.executed = out / path.name
+        nbformat.write(nb, run.executed)
+        if html_export:
+            from nbconvert import HTMLExporter
+
+            body, _ = HTMLExporter().from_notebook_node(nb)
+            run.html = out / f"{path.stem}.html"
+            run.html.write_text(body, encoding="utf-8")
+    return run
+
+
+def execute_notebooks(paths: Iterable[str | Path] | None = None, out_dir: str | Path = DEFAULT_OUT,
+                      timeout: int = 600, *, fast: bool | None = None, html_export: bool = True,
+                      verbose: bool = True) -> list[NotebookRun]:
+    """Run notebooks one after another (all of the series by default); return one ``NotebookRun`` each."""
+    kernel = venv_kernel_name()
+    env = kernel_env(fast)
+    runs = []
+    for path in (list(paths) if paths is not None else notebook_paths()):
+        run = execute_notebook(path, out_dir, timeout=timeout, env=env, kernel_name=kernel,
+                               html_export=html_export)
+        runs.append(run)
+        if verbose:
+            state = "ok" if run.ok else "FAILED"
+            print(f"{run.name}: {state} in {run.seconds:.0f} s" + (f"\n{run.error}" if run.error else ""))
+    return runs
