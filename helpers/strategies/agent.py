@@ -335,12 +335,12 @@ class DeepSearchAgent:
         self.answer_rejected = self.search_stalled = False
         schema = action_schema(allowed, self.collections, self.web_enabled, self.max_visits)
         messages, notes = self._action_messages(question, allowed)
-        reply = self._ask("action", messages, schema, self.answer_tokens, notes=notes,
-                          question=question, allowed=allowed)
+        reply, entry = self._ask("action", messages, schema, self.answer_tokens, notes=notes,
+                                 question=question, allowed=allowed)
         decision = reply.root if isinstance(reply, RootModel) else reply
         if decision is None or decision.action not in allowed:
             decision = self._default_decision(question, allowed)
-            self.trace[-1].notes.append(f"no usable action: doing '{decision.action}' instead")
+            entry.notes.append(f"no usable action: doing '{decision.action}' instead")
         handlers = {"search": self._search, "visit": self._visit, "reflect": self._reflect,
                     "answer": self._answer}
         handlers[decision.action](question, decision)
@@ -355,8 +355,10 @@ class DeepSearchAgent:
 
     # model calls and the budget ---------------------------------------------------
     def _ask(self, step_name: str, messages: list[dict], schema: type[BaseModel], max_tokens: int, *,
-             final: bool = False, notes: tuple[str, ...] | list[str] = (), **inputs: Any) -> BaseModel | None:
-        """One structured call, traced.  ``None`` when the model gave no valid reply.
+             final: bool = False, notes: tuple[str, ...] | list[str] = (),
+             **inputs: Any) -> tuple[BaseModel | None, TraceStep]:
+        """One structured call, traced: its reply (``None`` when the model gave no valid one) and
+        its trace entry, for the caller's notes on what it did with the reply.
 
         Unless ``final``, the call must leave the tokens kept for the final answer:
         ``NoRoomForCall`` when it cannot, and the LLM's budget ceiling is lowered so
@@ -380,17 +382,17 @@ class DeepSearchAgent:
             except StructuredOutputError as exc:
                 entry.raw = exc.raw_replies[-1] if exc.raw_replies else None
                 entry.notes.append(f"no valid reply after {len(exc.raw_replies)} attempt(s): {exc.last_error}")
-                return None
+                return None, entry
             except ContextOverflowError as exc:
                 entry.notes.append(f"prompt too long: {exc}")
-                return None
+                return None, entry
             except BudgetExceededError as exc:
                 entry.notes.append(f"token budget: {exc}")
                 raise
             entry.raw, entry.parsed = reply.raw, reply.value.model_dump()
             if reply.attempts > 1:
                 entry.notes.append(f"valid only at attempt {reply.attempts}")
-            return reply.value
+            return reply.value, entry
 
     def _tokens_left(self) -> int:
         return self.token_limit - self.llm.ledger.total_tokens
@@ -515,17 +517,17 @@ class DeepSearchAgent:
                                      done="; ".join(self.memory.queries[-10:]) or "none", max_queries=MAX_QUERIES)
         messages = [{"role": "system", "content": self.prompts.render("agent_rewrite_system")},
                     {"role": "user", "content": prompt}]
-        reply = self._ask("rewrite", messages, Rewrite, 120, requests=requests)
+        reply, entry = self._ask("rewrite", messages, Rewrite, 120, requests=requests)
         proposed = [q.strip() for q in reply.queries if not looks_like_placeholder(q)] if reply else []
         # a query sharing no word with the question or the requests was copied from elsewhere
         anchor = content_words(" ".join([question, *requests]))
         queries = [q for q in proposed if content_words(q) & anchor and len(q.split()) <= MAX_QUERY_WORDS]
         unrelated = [q for q in proposed if q not in queries]
         if unrelated:
-            self.trace[-1].notes.append(f"dropped rewrites that share no word with the request or run over "
-                                        f"{MAX_QUERY_WORDS} words: {unrelated}")
+            entry.notes.append(f"dropped rewrites that share no word with the request or run over "
+                               f"{MAX_QUERY_WORDS} words: {unrelated}")
         if not queries:
-            self.trace[-1].notes.append("rewriting gave nothing usable: searching the requested queries")
+            entry.notes.append("rewriting gave nothing usable: searching the requested queries")
             return requests[:MAX_QUERIES]
         return queries[:MAX_QUERIES]
 
@@ -678,8 +680,8 @@ class DeepSearchAgent:
         messages, notes = self._final_messages()
         schema = action_schema(["answer"], [])
         try:
-            reply = self._ask("beast answer", messages, schema, self.answer_tokens, final=True,
-                              notes=[f"beast mode: {reason}", *notes])
+            reply, _ = self._ask("beast answer", messages, schema, self.answer_tokens, final=True,
+                                 notes=[f"beast mode: {reason}", *notes])
         except BudgetExceededError:
             reply = None
         if reply is not None and has_substance(reply.answer):
