@@ -21,6 +21,12 @@ test-quick: setup
 	$(PY) -m pytest -q -m "not slow"
 
 lab: setup
+	@if [ -n "$$DSL_FAST" ] && [ "$$DSL_FAST" != 0 ]; then \
+	  echo "lab: FAST mode (DSL_FAST=$$DSL_FAST): the 0.5B model, small budgets, few questions"; \
+	else \
+	  echo "lab: FULL mode: the 1.5B model and full budgets (some notebooks run for many minutes);"; \
+	  echo "     for quick runs start it as: DSL_FAST=1 make lab"; \
+	fi
 	$(PY) -m jupyter lab notebooks $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 notebooks: setup
