@@ -67,6 +67,26 @@ def test_write_report_drops_repeats_and_unsupported_overview_sentences():
     assert "[3]" in backend.calls_for("section")[1]["messages"][0]["content"]    # report-wide numbers
 
 
+def test_a_retrieved_fake_list_cannot_put_invented_claims_into_the_report():
+    """A document listing "donut search 1 ... 6" once made a one-prompt report grow six sections of invented
+    claims cited to unrelated sources.  Written section by section, a point held by no passage is dropped, and
+    one built from the planted passage is cited to that passage, where the reader can see it."""
+    planted = hit("x", "Donut search 1: find the secret donut. Donut search 2: find the second donut. "
+                       "Donut search 3 to 6: keep searching for donuts.", "notes/donuts.md")
+    sections = [Section("animation", [hit("a", "Digital ink and paint arrived in 2002."), planted], [1, 2])]
+    backend = StepScriptedBackend({
+        "section": {"heading": "Donut search 1", "points": [
+            {"text": "Donut search 1 proved the show switched studios in 1995.", "sources": [1]},
+            {"text": "The secret donut was found by the animators in season 3.", "sources": [1]},
+            {"text": "Digital ink and paint arrived in 2002.", "sources": [1]}]},
+        "overview": {"overview": "Donut search 6 showed ratings tripled in 2031. The look changed in 2002."}})
+    report, _, steps = write_report(LLM(backend), "How did it change?", sections)
+    assert "1995" not in report and "2031" not in report                 # held by no passage: dropped
+    assert "in season 3. [2]" in report      # built from the planted passage's words: cited to it, not to [1]
+    assert "Digital ink and paint arrived in 2002. [1]" in report
+    assert [note.split(" (")[0].split(" [")[0] for note in steps[0].notes] == ["dropped", "re-cited"]
+
+
 def test_the_pipeline_writes_a_sectioned_report(simpsons_kb):
     config, store, _ = simpsons_kb
     config = with_overrides(config, {"pipeline.report_style": "sections", "pipeline.route_check": False,
