@@ -3,18 +3,19 @@ limits enforced before insert, one bad file never aborts an ingest, re-ingest ex
 size, and clear errors for missing paths, named pipes and ingests that read nothing."""
 from __future__ import annotations
 
-import hashlib
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
+from hash_embedder import HashEmbedder
 
 from helpers.config import load_config
 from helpers.errors import IngestError, VectorStoreError
 from helpers.knowledge.chunking import chunk_record, split_to_fit
-from helpers.knowledge.embeddings import Embedder, get_embedder
+from helpers.knowledge.embeddings import get_embedder
 from helpers.knowledge.ingest import ingest
 from helpers.knowledge.loaders import Document
 from helpers.knowledge.vectorstore import FIELD_MAX, TEXT_MAX, MilvusStore, milvus_string, stored_source
@@ -27,20 +28,6 @@ ODD_NAMES = ["Café – Ünïcode.md", 'say "hi".md', "back\\slash.md", "it's.md
 @pytest.fixture(scope="module")
 def config():
     return load_config()
-
-
-class HashEmbedder(Embedder):
-    """A fast stand-in for tests about storage, not meaning: a vector from the text's hash; counts texts."""
-    name, dimension = "test-hash", 16
-
-    def __init__(self):
-        self.embedded = 0
-
-    def embed(self, texts):
-        self.embedded += len(texts)
-        vectors = np.array([np.frombuffer(hashlib.sha256(t.encode()).digest()[:16], dtype=np.uint8)
-                            for t in texts], dtype=np.float32) + 1.0
-        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
 @pytest.fixture
@@ -290,3 +277,69 @@ def test_an_ingest_whose_every_source_is_refused_leaves_no_collection(tmp_path, 
     with pytest.raises(IngestError, match="nothing was ingested.*simulated"):
         _run([tmp_path / "only.md"], "refused", config, store)
     assert not store.has_collection("refused")
+
+
+KILLED_INGEST = """
+import os, signal, sys
+sys.path.insert(0, {tests!r})
+from hash_embedder import HashEmbedder
+from helpers.config import load_config
+from helpers.knowledge.ingest import ingest
+from helpers.knowledge.vectorstore import MilvusStore
+
+db, folder, method, after = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+original, calls = getattr(MilvusStore, method), []
+
+def dying(self, *args, **kwargs):
+    calls.append(method)
+    if after >= 0 and len(calls) > after:
+        os.kill(os.getpid(), signal.SIGKILL)  # kill -9: no cleanup, no flush, no atexit
+    return original(self, *args, **kwargs)
+
+setattr(MilvusStore, method, dying)
+store = MilvusStore(db)
+ingest([folder], "killed", "killed", load_config(), store=store, embedder=HashEmbedder(), progress=False,
+       batch_size=8)
+store.close()
+"""
+
+
+def _ingest_in_a_child(tmp_path: Path, db: Path, folder: Path, method: str = "insert", after: int = -1) -> int:
+    script = tmp_path / "killed_ingest.py"
+    script.write_text(KILLED_INGEST.format(tests=str(Path(__file__).parent)))
+    done = subprocess.run([sys.executable, str(script), str(db), str(folder), method, str(after)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode in (0, -signal.SIGKILL), done.stderr[-2000:]
+    return done.returncode
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method, after", [
+    ("insert", 0),       # before the first row is written
+    ("insert", 3),       # after three batches of the new chunks are in
+    ("delete_ids", 0),   # every new chunk is in, the stale ones not yet removed
+    ("flush", 0),        # everything written, nothing flushed
+])
+def test_kill_9_at_any_point_of_an_ingest_then_a_rerun_restores_exactly_the_folder(tmp_path, config, method, after):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for n in range(30):
+        (docs / f"doc{n:02d}.md").write_text(f"# Doc {n}\n\n## One\nFirst paragraph of document {n}.\n\n"
+                                             f"## Two\nSecond paragraph of document {n}.\n")
+    db = tmp_path / "killed.db"
+    assert _ingest_in_a_child(tmp_path, db, docs) == 0
+    for n in range(0, 30, 3):  # the next ingest edits ten files, deletes five and adds five
+        (docs / f"doc{n:02d}.md").write_text(f"# Doc {n}\n\n## One\nAn edited paragraph of document {n}.\n")
+    for n in (1, 4, 7, 10, 13):
+        (docs / f"doc{n:02d}.md").unlink()
+    for n in range(30, 35):
+        (docs / f"doc{n:02d}.md").write_text(f"# Doc {n}\n\n## One\nA new document, number {n}.\n")
+    assert _ingest_in_a_child(tmp_path, db, docs, method, after) == -signal.SIGKILL
+    assert _ingest_in_a_child(tmp_path, db, docs) == 0      # the re-run
+    store = MilvusStore(str(db))
+    try:
+        _run([docs], "fresh", config, store)
+        assert _state(store, "killed") == _state(store, "fresh")
+        assert store.info("killed").count == store.info("fresh").count
+    finally:
+        store.close()

@@ -197,3 +197,59 @@ def test_a_model_file_that_is_not_gguf_or_is_truncated_is_named(tmp_path):
     truncated.write_bytes(b"GGUF" + bytes(60))
     with pytest.raises(ModelNotFoundError, match="may be truncated or damaged"):
         LlamaCppBackend(str(truncated), context_size=512)
+
+
+KILLED_EVAL = """
+import os, signal, sys
+from pathlib import Path
+import helpers.evaluation.harness as harness
+import helpers.strategies.registry as registry
+from helpers.config import load_config
+from helpers.evaluation.harness import EvalQuestion, run_evaluation
+from helpers.results import Result
+
+out, where, after = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+answered = []
+
+def die_after(count):
+    if after >= 0 and count > after:
+        os.kill(os.getpid(), signal.SIGKILL)  # kill -9: no cleanup, no atexit
+
+def strategy(question, config, **kwargs):
+    answered.append(question)
+    if where == "run":
+        die_after(len(answered))
+    return Result(question, "naive", answer="Dan Castellaneta")
+
+original_csv = harness.write_csv
+def write_csv(*args):
+    if where == "csv":
+        die_after(1)
+    return original_csv(*args)
+
+registry.STRATEGIES["naive"] = strategy
+harness.write_csv = write_csv
+questions = [EvalQuestion(f"q{n}", f"Question {n}?", "Dan Castellaneta", gold=["voice_cast.md"], gold_kind="source")
+             for n in range(6)]
+run_evaluation(questions, ["naive"], load_config(), out, progress=False)
+"""
+
+
+@pytest.mark.parametrize("where, after", [("run", 0), ("run", 3), ("csv", 0)])
+def test_kill_9_at_any_point_of_an_evaluation_then_a_rerun_completes_it(tmp_path, where, after):
+    import signal
+    import subprocess
+    import sys
+    script = tmp_path / "killed_eval.py"
+    script.write_text(KILLED_EVAL)
+
+    def child(*argv: str) -> int:
+        return subprocess.run([sys.executable, str(script), str(tmp_path / "out"), *argv], capture_output=True,
+                              text=True, timeout=300).returncode
+
+    assert child(where, str(after)) == -signal.SIGKILL
+    assert child("nowhere", "-1") == 0
+    rows = read_rows(tmp_path / "out" / "results.jsonl")
+    assert sorted(r["id"] for r in rows) == [f"q{n}" for n in range(6)]          # each row once
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["naive"]["questions"] == 6 and (tmp_path / "out" / "results.csv").exists()
