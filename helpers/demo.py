@@ -11,7 +11,7 @@ from helpers.config import Config
 from helpers.evaluation.plots import plot_steps
 from helpers.knowledge.ingest import ingest_manifest
 from helpers.results import Result
-from helpers.strategies.pipeline import run_pipeline
+from helpers.strategies.pipeline import run_log, run_pipeline
 
 DEMO_QUESTION = "How have The Simpsons changed over time?"
 # the seed blog's reference run (DeepSeek-R1 on SambaNova), for comparison
@@ -30,6 +30,7 @@ def run_demo(config: Config, out: str | Path = "outputs/simpsons", question: str
     (out_dir / "report.md").write_text(result.report_markdown())
     result.save(out_dir / "trace.json")
     plot_steps(result, out_dir / "steps.png")
+    print("What the search did:\n  " + "\n  ".join(run_log(result.trace)) + "\n")
     print(result.report_markdown())
     print(result.usage.table())
     print(f"\nwall time {time.perf_counter() - started:.0f} s; the seed blog's run used "

@@ -90,7 +90,9 @@ class PromptSet:
         """Write the edited prompts as JSON (``{name: text}``); returns the path."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.edited, indent=2, ensure_ascii=False) + "\n")
+        partial = path.with_name(f".{path.name}.partial")  # a crash never leaves half a file
+        partial.write_text(json.dumps(self.edited, indent=2, ensure_ascii=False) + "\n")
+        partial.replace(path)
         return path
 
     @classmethod

@@ -3,7 +3,8 @@
 * ``helpers.lab.workspace``: ``notebook_config(name, ...)`` (the project configuration with a
   Milvus Lite directory of the notebook's own, so two open kernels never fight over one
   database lock; ``DSL_FAST=1`` is applied by ``load_config`` itself), ``knowledge_base(config)``
-  (ingest the manifest, idempotent; returns the store and the embedder), ``environment_rows``.
+  (ingest the manifest, idempotent; returns the store and the embedder), ``environment_rows``, and
+  ``PROMPTS_FILE``, where a notebook saves an edited prompt set for the others and the CLI.
 * ``helpers.lab.display``: ``table_html``, ``usage_table``, ``format_step``, the widgets
   ``prompt_editor``, ``run_panel`` and ``trace_viewer``, and small analysis glue.
 * ``helpers.lab.execution``: ``execute_notebooks(...)`` runs notebooks top to bottom.
@@ -12,11 +13,11 @@ from helpers.config import fast_mode
 from helpers.lab.display import (check_citations, confusion_matrix, format_step, project_2d, prompt_editor,
                                  renumber_citations, run_panel, table_html, trace_viewer, usage_table)
 from helpers.lab.execution import DEFAULT_OUT, NotebookRun, execute_notebook, execute_notebooks, kernel_env
-from helpers.lab.workspace import (DB_DIR_ENV, NOTEBOOK_DIR, collection_vectors, config_summary, environment_rows,
-                                   knowledge_base, milvus_path, notebook_config, notebook_paths)
+from helpers.lab.workspace import (DB_DIR_ENV, NOTEBOOK_DIR, PROMPTS_FILE, collection_vectors, config_summary,
+                                   environment_rows, knowledge_base, milvus_path, notebook_config, notebook_paths)
 
 __all__ = ["DB_DIR_ENV", "DEFAULT_OUT", "NOTEBOOK_DIR", "NotebookRun", "check_citations", "collection_vectors",
            "config_summary", "confusion_matrix", "environment_rows", "execute_notebook", "execute_notebooks",
            "fast_mode", "format_step", "kernel_env", "knowledge_base", "milvus_path", "notebook_config",
-           "notebook_paths", "project_2d", "prompt_editor", "renumber_citations", "run_panel", "table_html",
+           "notebook_paths", "PROMPTS_FILE", "project_2d", "prompt_editor", "renumber_citations", "run_panel", "table_html",
            "trace_viewer", "usage_table"]

@@ -18,6 +18,7 @@ from helpers.config import PROJECT_ROOT, Config, fast_mode, is_server_uri, load_
 
 NOTEBOOK_DIR = PROJECT_ROOT / "notebooks"
 DB_DIR_ENV = "DSL_NOTEBOOK_DB_DIR"  # where per-notebook Milvus Lite directories go (default outputs/milvus)
+PROMPTS_FILE = PROJECT_ROOT / "outputs" / "prompts" / "lab_prompts.json"  # the prompt set notebooks save and load
 
 
 def notebook_paths() -> list[Path]:
