@@ -32,6 +32,18 @@ def test_outline_gives_each_sub_query_its_own_passages():
     assert len(outline(searches, set(), max_sections=1)) == 1
 
 
+def test_outline_gives_each_collection_a_section_when_the_evidence_spans_several():
+    def at(id_: str, collection: str) -> Hit:
+        return Hit(id_, f"text {id_}", 0.5, collection, f"{id_}.md", f"title {id_}", "", 0)
+    searches = [("the question", [at("p1", "production"), at("r1", "reception"), at("x1", "sourdough")]),  # x1 alone
+                ("animation studios", [at("p2", "production"), at("p3", "production")]),
+                ("ratings over time", [at("r2", "reception"), at("bad", "reception")])]
+    sections = outline(searches, skip={"bad"}, max_sections=4, per_section=3)
+    assert [(s.topic, [h.id for h in s.hits]) for s in sections] == [
+        ("animation studios", ["p1", "p2", "p3"]), ("ratings over time", ["r2", "r1"])]   # in turn order
+    assert sections[1].numbers == [4, 5]
+
+
 def test_points_must_hold_their_numbers_and_words():
     passages = {1: "The show moved to digital ink and paint in 2002.",
                 2: "It was first broadcast in high definition in 2009."}

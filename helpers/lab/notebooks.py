@@ -16,8 +16,8 @@ from helpers.lab.execution import DEFAULT_OUT, NotebookRun, execute_notebook, ex
 from helpers.lab.workspace import (DB_DIR_ENV, NOTEBOOK_DIR, PROMPTS_FILE, collection_vectors, config_summary,
                                    environment_rows, knowledge_base, milvus_path, notebook_config, notebook_paths)
 
-__all__ = ["DB_DIR_ENV", "DEFAULT_OUT", "NOTEBOOK_DIR", "NotebookRun", "check_citations", "collection_vectors",
-           "config_summary", "confusion_matrix", "environment_rows", "execute_notebook", "execute_notebooks",
-           "fast_mode", "format_step", "kernel_env", "knowledge_base", "milvus_path", "notebook_config",
-           "notebook_paths", "PROMPTS_FILE", "project_2d", "prompt_editor", "renumber_citations", "run_panel", "table_html",
-           "trace_viewer", "usage_table"]
+__all__ = ["DB_DIR_ENV", "DEFAULT_OUT", "NOTEBOOK_DIR", "NotebookRun", "PROMPTS_FILE", "check_citations",
+           "collection_vectors", "config_summary", "confusion_matrix", "environment_rows", "execute_notebook",
+           "execute_notebooks", "fast_mode", "format_step", "kernel_env", "knowledge_base", "milvus_path",
+           "notebook_config", "notebook_paths", "project_2d", "prompt_editor", "renumber_citations", "run_panel",
+           "table_html", "trace_viewer", "usage_table"]

@@ -1,6 +1,7 @@
 """A report written section by section, in pieces a small model can hold:
 
-    outline: one section per sub-query search, each with its own 2-4 passages
+    outline: one section per collection the evidence comes from (or per sub-query search,
+             in a knowledge base of one collection), each with its own 2-4 passages
     -> one short call per section: a heading and 2-3 points, each citing its passages
     -> checks: a point that repeats an earlier one is dropped; a point whose numbers or
        words its cited passages do not hold is re-cited to the passage that does, or dropped
@@ -22,7 +23,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, create_model
 
 from helpers.errors import BudgetExceededError, StructuredOutputError
-from helpers.knowledge.retrieval import at_most_per_document, numbered_chunks
+from helpers.knowledge.retrieval import at_most_per_document, interleave, numbered_chunks
 from helpers.models.llm import LLM
 from helpers.prompts import fence, prompt_version, render
 from helpers.results import Hit, TraceStep, hit_summary, traced
@@ -46,14 +47,21 @@ class Section:
 
 def outline(searches: list[tuple[str, list[Hit]]], skip: set[str], max_sections: int = 4,
             per_section: int = 3) -> list[Section]:
-    """One section per sub-query search (after the question's own, which comes first), in the
-    order the searches ran, each with up to ``per_section`` passages no earlier section took
-    (one per document first) and none in ``skip`` (passages a judge found unhelpful).
-    A search left with fewer than two passages gives no section."""
+    """The report's sections, each with up to ``per_section`` passages no earlier section took
+    (one per document first) and none in ``skip`` (passages a judge found unhelpful); a group
+    left with fewer than two passages gives no section.
+
+    When the evidence spans several collections (each holds one side of the topic, as its
+    description says), there is one section per collection, in the order their passages rank
+    (turn order), about the first sub-query that searched it.  Otherwise there is one section
+    per sub-query search (after the question's own, which comes first), in the order they ran."""
+    groups = by_collection(searches, skip)
+    if len(groups) < 2:
+        groups = searches[1:]
     taken: set[str] = set(skip)
     sections: list[Section] = []
     number = 1
-    for topic, hits in searches[1:]:
+    for topic, hits in groups:
         free = [h for h in hits if h.id not in taken]
         chosen = at_most_per_document(free, 1)[:per_section]
         chosen += [h for h in free if h not in chosen][: per_section - len(chosen)]
@@ -65,6 +73,20 @@ def outline(searches: list[tuple[str, list[Hit]]], skip: set[str], max_sections:
         if len(sections) == max_sections:
             break
     return sections
+
+
+def by_collection(searches: list[tuple[str, list[Hit]]], skip: set[str]) -> list[tuple[str, list[Hit]]]:
+    """The passages of every search (none in ``skip``) grouped by collection, each group in turn
+    order and named after the first sub-query that searched it (the question when none did)."""
+    groups: dict[str, list[Hit]] = {}
+    for hit in interleave([hits for _, hits in searches], limit=10**6):
+        if hit.id not in skip:
+            groups.setdefault(hit.collection, []).append(hit)
+    topics = {}
+    for topic, hits in searches[1:] + searches[:1]:
+        for hit in hits:
+            topics.setdefault(hit.collection, topic)
+    return [(topics[name], hits) for name, hits in groups.items()]
 
 
 def section_schema(numbers: list[int]) -> type[BaseModel]:
