@@ -343,3 +343,17 @@ def test_kill_9_at_any_point_of_an_ingest_then_a_rerun_restores_exactly_the_fold
         assert store.info("killed").count == store.info("fresh").count
     finally:
         store.close()
+
+
+def test_langchain_document_loaders_are_sources_and_one_that_fails_is_skipped(tmp_path, config, store):
+    from langchain_community.document_loaders import TextLoader
+    notes = tmp_path / "notes.txt"
+    notes.write_text("Homer works as a safety inspector at the Springfield nuclear power plant.\n")
+    good = tmp_path / "good.md"
+    good.write_text(GOOD)
+    report = ingest([TextLoader(str(notes)), TextLoader(str(tmp_path / "missing.txt")), str(good)], "loaders",
+                    "loaders", config, store=store, embedder=HashEmbedder(), progress=False)
+    assert report.files_read == 2 and report.chunks_added == 2
+    assert [name for name, _ in report.skipped] == [f"TextLoader({tmp_path / 'missing.txt'})"]
+    stored = _state(store, "loaders")
+    assert any(source == str(notes) and "safety inspector" in text for source, text in stored)

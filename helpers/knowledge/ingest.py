@@ -7,6 +7,9 @@
   files deleted or no longer readable (``keep_removed=True`` keeps those), at any
   size (every row is read page by page).
 * ``force=True`` drops and rebuilds the collection.
+* Besides paths, URLs and ``wikipedia:Title``, a source may be any LangChain document
+  loader (``PyPDFLoader(path)``, ``WebBaseLoader(url)``, ...): its documents are chunked,
+  embedded and stored like ours, under the ``source`` their metadata names.
 * One bad file never aborts the rest: an unreadable one (missing, binary, empty,
   undecodable, a named pipe) is skipped, and a batch Milvus refuses is retried
   source by source, so only the refused source is left out (whole, never half
@@ -28,7 +31,8 @@ from helpers.config import PROJECT_ROOT, Config
 from helpers.errors import IngestError, VectorStoreError
 from helpers.knowledge.chunking import Chunk, chunk_document, chunk_record
 from helpers.knowledge.embeddings import Embedder, get_embedder, warn_if_cut
-from helpers.knowledge.loaders import Document, SourceError, display_path, expand_sources, is_web, load_source
+from helpers.knowledge.loaders import (Document, SourceError, display_path, expand_sources, is_web, load_source,
+                                      load_with_langchain, loader_name)
 from helpers.knowledge.vectorstore import MilvusStore, check_collection_name, open_store, stored_source
 
 MANIFEST = PROJECT_ROOT / "data" / "collections.json"
@@ -67,14 +71,16 @@ def _chunks_for(doc: Document, config: Config) -> list[Chunk]:
     return chunk_document(doc, config.chunking.chunk_size, config.chunking.chunk_overlap)
 
 
-def _read(files: list[str], config: Config, report: IngestReport, progress: bool) -> dict[str, list[Chunk]]:
-    """The chunks of every readable source, by source; unreadable ones go to ``report.skipped``."""
+def _read(files: list, config: Config, report: IngestReport, progress: bool) -> dict[str, list[Chunk]]:
+    """The chunks of every readable source (a path or URL, or a LangChain loader), by source;
+    unreadable ones go to ``report.skipped``."""
     chunks: dict[str, list[Chunk]] = {}
     for source in tqdm(files, desc=f"read {report.collection}", unit="file", disable=not progress, leave=False):
         try:
-            docs = load_source(source)
+            docs = load_source(source) if isinstance(source, str) else load_with_langchain(source)
         except SourceError as exc:
-            report.skipped.append((source, str(exc).split(": ", 1)[-1]))
+            name = source if isinstance(source, str) else loader_name(source)
+            report.skipped.append((name, str(exc).split(": ", 1)[-1]))
             continue
         report.files_read += 1
         for doc in docs:
@@ -150,10 +156,11 @@ def _remove_outdated(store: MilvusStore, collection: str, kept: dict[str, set[st
     return len(stale), sorted(removed)
 
 
-def ingest(sources: list[str], collection: str, description: str, config: Config, *,
+def ingest(sources: list, collection: str, description: str, config: Config, *,
            force: bool = False, keep_removed: bool = False, store: MilvusStore | None = None,
            embedder: Embedder | None = None, progress: bool = True, batch_size: int = 64) -> IngestReport:
-    """Ingest ``sources`` (files, folders, URLs, ``wikipedia:Title``) into ``collection``.
+    """Ingest ``sources`` (files, folders, URLs, ``wikipedia:Title``, LangChain document loaders)
+    into ``collection``.
 
     Chunks of files deleted from the given folders, or no longer readable, are removed unless
     ``keep_removed``.  Raises ``IngestError`` when nothing at all can be ingested."""
@@ -161,7 +168,8 @@ def ingest(sources: list[str], collection: str, description: str, config: Config
     store = store or open_store(config)
     embedder = embedder or get_embedder(config.embedding)
     report = IngestReport(collection)
-    files = expand_sources(sources)
+    paths = [s for s in sources if isinstance(s, str)]
+    files = expand_sources(paths) + [s for s in sources if not isinstance(s, str)]
     if not files:
         raise IngestError(f"no sources found in {sources}: give files, folders, URLs or wikipedia:Title")
     chunks_by_source = _read(files, config, report, progress)
@@ -191,7 +199,8 @@ def ingest(sources: list[str], collection: str, description: str, config: Config
 
     if existed or refused:
         left_out = {stored_source(source) for source in refused}
-        in_scope = _local_scope(sources, files) if kept and not keep_removed else (lambda name: False)
+        in_scope = _local_scope(paths, [f for f in files if isinstance(f, str)]) \
+            if kept and not keep_removed else (lambda name: False)
         report.chunks_removed, removed = _remove_outdated(
             store, collection, kept, lambda name: name in left_out or in_scope(name))
         report.sources_removed = [name for name in removed if name not in left_out]

@@ -1,5 +1,6 @@
 """Read sources into documents: files (.md, .txt, .pdf, .html), JSON corpora of
-``{"title", "text"}`` records, web pages and Wikipedia articles.
+``{"title", "text"}`` records, web pages and Wikipedia articles, and anything a
+LangChain document loader reads (``load_with_langchain``).
 
 Web sources need the internet; what was fetched is cached under
 ``data/cache/web`` so later runs work offline.  Every problem with one source
@@ -166,3 +167,27 @@ def expand_sources(sources: list[str]) -> list[str]:
         else:
             expanded.append(source)
     return expanded
+
+
+def loader_name(loader) -> str:
+    """How a LangChain document loader is named in reports: its class and, when it has one, its path."""
+    where = getattr(loader, "file_path", None) or getattr(loader, "web_path", None) or ""
+    return f"{type(loader).__name__}({where})" if where else type(loader).__name__
+
+
+def load_with_langchain(loader) -> list[Document]:
+    """The documents a LangChain document loader (``langchain_core.document_loaders.BaseLoader``:
+    PDF, web page, Wikipedia, ... from langchain-community) yields, as ours: the text, its
+    ``source`` metadata (else the loader's name) and its ``title`` (else the source's last part).
+    A loader that fails raises ``SourceError`` naming it."""
+    try:
+        loaded = list(loader.lazy_load())
+    except Exception as exc:  # loaders raise whatever their library raises
+        raise SourceError(f"{loader_name(loader)}: {type(exc).__name__}: {exc}") from exc
+    docs = []
+    for item in loaded:
+        source = str(item.metadata.get("source") or loader_name(loader))
+        title = str(item.metadata.get("title") or Path(source).name or source)
+        if item.page_content.strip():
+            docs.append(Document(item.page_content, source, title, {"loader": type(loader).__name__}))
+    return docs
