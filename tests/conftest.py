@@ -29,11 +29,15 @@ def small_backend(small_config):
 
 @pytest.fixture(scope="session")
 def simpsons_kb(tmp_path_factory):
-    """The Simpsons knowledge base ingested into a fresh Milvus Lite directory (once per test session)."""
+    """The Simpsons knowledge base in a fresh Milvus Lite directory (once per test session): a copy of the
+    prepared, fingerprinted one the notebooks use (built on first use), completed by an ingest that
+    adds nothing when the copy is current."""
     from helpers.knowledge.ingest import ingest_manifest
     from helpers.knowledge.vectorstore import open_store
+    from helpers.lab.workspace import copy_prepared_knowledge_base
     path = tmp_path_factory.mktemp("milvus") / "kb.db"
     config = load_config(overrides={"vector_db.uri": str(path), "llm.model": "qwen2.5-coder-0.5b",
                                     "llm.context_size": 4096, "llm.temperature": 0.0})
+    copy_prepared_knowledge_base(config, path)
     reports = ingest_manifest(config, progress=False)
     return config, open_store(config), reports

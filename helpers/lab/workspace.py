@@ -69,17 +69,18 @@ def _kb_fingerprint(config: Config) -> str:
     return digest.hexdigest()[:12]
 
 
-def _seed_from_template(config: Config, target: Path, progress: bool) -> str:
-    """Fill a new per-notebook database by copying a shared, closed copy of the knowledge base.
+def copy_prepared_knowledge_base(config: Config, target: Path, progress: bool = False) -> str:
+    """Fill a new database at ``target`` by copying a shared, closed copy of the knowledge base.
 
-    The shared copy (``_template_<hash>.db`` beside the notebook databases) is built
-    once, by whichever notebook needs it first, under a file lock; later notebooks
-    copy it (about a megabyte) instead of embedding every chunk again.
+    The shared copy (``_template_<hash>.db`` in the notebook databases' folder, the hash
+    covering the files, settings and code it is built from) is built once, by whichever
+    notebook or test session needs it first, under a file lock; later ones copy it (about
+    a megabyte) instead of embedding every chunk again.
     """
     from helpers.knowledge.ingest import ingest_manifest
     from helpers.knowledge.vectorstore import close_store
 
-    folder = target.parent
+    folder = milvus_path("_").parent
     folder.mkdir(parents=True, exist_ok=True)
     key = _kb_fingerprint(config)
     template, ready = folder / f"_template_{key}.db", folder / f"_template_{key}.ready"
@@ -118,7 +119,7 @@ def _refresh_notebook_db(config: Config, target: Path, progress: bool) -> str | 
             return None
         close_store(config)
         shutil.rmtree(target)
-    how = _seed_from_template(config, target, progress)
+    how = copy_prepared_knowledge_base(config, target, progress)
     stamp.write_text(key + "\n")
     return how
 
@@ -127,7 +128,7 @@ def knowledge_base(config: Config, progress: bool = True, quiet: bool = False):
     """Make sure the notebook's database holds the manifest's collections; return ``(store, embedder)``.
 
     A notebook's first run copies a prepared knowledge base when one exists for the
-    same files and settings (built once, see ``_seed_from_template``); then
+    same files and settings (built once, see ``copy_prepared_knowledge_base``); then
     ``ingest_manifest`` adds whatever is still missing (usually nothing).
     """
     from helpers.knowledge.embeddings import get_embedder
