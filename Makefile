@@ -5,7 +5,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup demo test test-quick lab notebooks bench clean
+.PHONY: setup demo test test-quick lab notebooks render render-full bench clean
 
 setup:
 	@scripts/setup.sh
@@ -31,6 +31,13 @@ lab: setup
 
 notebooks: setup
 	$(PY) -m helpers notebooks --out outputs/notebooks
+
+# the series executed and rendered as HTML into notebooks/rendered/fast (and, slowly, .../full)
+render: setup
+	$(PY) -m helpers notebooks --render --fast
+
+render-full: setup
+	$(PY) -m helpers notebooks --render
 
 bench: setup
 	$(PY) bench/run_all.py

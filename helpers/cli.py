@@ -6,7 +6,7 @@ import json
 import sys
 from typing import Callable
 
-from helpers.config import FAST_OVERRIDES, load_config
+from helpers.config import FAST_OVERRIDES, PROJECT_ROOT, load_config
 from helpers.errors import DeepSearchLabError, InputError
 from helpers.prompts import PromptSet
 
@@ -242,13 +242,20 @@ def _notebooks_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="outputs/notebooks", help="where executed copies and HTML go")
     p.add_argument("--fast", action="store_true", help="the small model and small budgets (DSL_FAST=1)")
     p.add_argument("--timeout", type=int, default=900, help="seconds per cell")
+    p.add_argument("--render", action="store_true",
+                   help="write the whole series as plain HTML with a stamped index into notebooks/rendered/<mode>")
 
 
 @command("notebooks", "execute the notebooks and write executed copies and HTML", _notebooks_args)
 def _notebooks(args: argparse.Namespace) -> None:
+    from helpers.lab.execution import render_notebooks
     from helpers.lab.notebooks import execute_notebooks
-    runs = execute_notebooks(args.names or None, load_config().resolve_path(args.out), args.timeout,
-                             fast=args.fast or None)
+    if args.render:
+        runs = render_notebooks(PROJECT_ROOT / "notebooks" / "rendered" / ("fast" if args.fast else "full"),
+                                fast=args.fast, timeout=args.timeout)
+    else:
+        runs = execute_notebooks(args.names or None, load_config().resolve_path(args.out), args.timeout,
+                                 fast=args.fast or None)
     if not all(run.ok for run in runs):
         raise SystemExit(f"error: {sum(not r.ok for r in runs)} notebook(s) failed")
 

@@ -1,16 +1,22 @@
 """Headless execution of the notebook series with nbclient: executed copies and HTML under
-``outputs/notebooks/`` (used by ``python -m helpers notebooks`` and the tests)."""
+``outputs/notebooks/`` (used by ``python -m helpers notebooks`` and the tests), and the
+rendered series a learner can read without running anything (``render_notebooks``)."""
 from __future__ import annotations
 
+import datetime
+import html
 import os
+import platform
+import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from helpers.config import PROJECT_ROOT
+from helpers.config import PROJECT_ROOT, load_config
 from helpers.lab.workspace import notebook_paths
 
 DEFAULT_OUT = PROJECT_ROOT / "outputs" / "notebooks"
@@ -111,4 +117,49 @@ def execute_notebooks(paths: Iterable[str | Path] | None = None, out_dir: str | 
         if verbose:
             state = "ok" if run.ok else "FAILED"
             print(f"{run.name}: {state} in {run.seconds:.0f} s" + (f"\n{run.error}" if run.error else ""))
+    return runs
+
+
+def _stamp(fast: bool) -> dict[str, str]:
+    """What a rendering was made from: commit, date, model, mode and machine."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=PROJECT_ROOT, capture_output=True,
+                                text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        commit = "unknown"
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() \
+        else platform.processor()
+    model = load_config(environ=kernel_env(fast)).llm.model  # what the kernels load
+    return {"commit": commit, "date": datetime.date.today().isoformat(), "model": model,
+            "mode": "fast (DSL_FAST=1)" if fast else "full (the default model and budgets)",
+            "machine": f"{cpu}, {os.cpu_count()} cores"}
+
+
+def render_notebooks(out_dir: str | Path, *, fast: bool, timeout: int = 900) -> list[NotebookRun]:
+    """Execute the series and write it as plain HTML pages (outputs included) with an ``index.html``
+    stamped with the commit, date, model and machine it was made from.  The stored notebooks stay
+    without outputs; this folder is what a learner reads without running anything."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    stamp = _stamp(fast)
+    exporter = HTMLExporter(template_name="basic")
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = execute_notebooks(out_dir=tmp, timeout=timeout, fast=fast, html_export=False)
+        for run in runs:
+            body, _ = exporter.from_notebook_node(nbformat.read(run.executed, as_version=4))
+            run.html = out / f"{run.name}.html"
+            run.html.write_text(f"<p><i>Rendered from commit {stamp['commit']} on {stamp['date']}, "
+                                f"{html.escape(stamp['mode'])}, model {stamp['model']}.</i></p>\n{body}",
+                                encoding="utf-8")
+            run.executed = None
+    rows = "".join(f"<tr><td><a href='{r.name}.html'>{r.name}</a></td><td>{'ok' if r.ok else 'FAILED'}</td>"
+                   f"<td>{r.seconds:.0f} s</td></tr>" for r in runs)
+    facts = "".join(f"<li>{key}: {html.escape(value)}</li>" for key, value in stamp.items())
+    (out / "index.html").write_text(f"<h1>DeepSearch Lab notebooks, executed</h1><ul>{facts}</ul><table>"
+                                    f"<tr><th>notebook</th><th>run</th><th>time</th></tr>{rows}</table>\n",
+                                    encoding="utf-8")
     return runs
