@@ -299,7 +299,7 @@ def dying(self, *args, **kwargs):
 setattr(MilvusStore, method, dying)
 store = MilvusStore(db)
 ingest([folder], "killed", "killed", load_config(), store=store, embedder=HashEmbedder(), progress=False,
-       batch_size=8)
+       batch_size=4)
 store.close()
 """
 
@@ -316,7 +316,7 @@ def _ingest_in_a_child(tmp_path: Path, db: Path, folder: Path, method: str = "in
 @pytest.mark.slow
 @pytest.mark.parametrize("method, after", [
     ("insert", 0),       # before the first row is written
-    ("insert", 3),       # after three batches of the new chunks are in
+    ("insert", 2),       # after two batches of the new chunks are in
     ("delete_ids", 0),   # every new chunk is in, the stale ones not yet removed
     ("flush", 0),        # everything written, nothing flushed
 ])
