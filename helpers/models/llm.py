@@ -273,6 +273,7 @@ class Budget:
     max_calls: int | None = None
     max_prompt_tokens: int | None = None
     max_total_tokens: int | None = None
+    reserved_tokens: int = 0  # of max_total_tokens, kept for the final call: only calls marked final use them
 
 
 @dataclass
@@ -316,22 +317,30 @@ class LLM:
         return max(0, room)
 
     def has_room(self, calls: int = 1, prompt_tokens: int = 0) -> bool:
-        """True when the budget still allows ``calls`` more calls sending ``prompt_tokens`` in all.
-        Strategies ask it to keep what their final step needs (the one budget check they share)."""
+        """True when the budget still allows ``calls`` more calls sending ``prompt_tokens`` in all
+        (outside the tokens reserved for the final call).  Strategies ask it to keep what their
+        final step needs (the one budget check they share)."""
         b, used = self.budget, self.ledger
         if b.max_calls is not None and used.calls + calls > b.max_calls:
             return False
         if b.max_prompt_tokens is not None and used.prompt_tokens + prompt_tokens > b.max_prompt_tokens:
             return False
-        return b.max_total_tokens is None or used.total_tokens + prompt_tokens <= b.max_total_tokens
+        return b.max_total_tokens is None or \
+            used.total_tokens + prompt_tokens <= b.max_total_tokens - b.reserved_tokens
+
+    def reserve(self, tokens: int) -> None:
+        """Keep ``tokens`` of the total-token budget for the final call (``final=True``): ordinary
+        calls, and their retries, cannot use them.  Set it again as the final call's needs change."""
+        self.budget.reserved_tokens = max(0, tokens)
 
     def count_messages(self, messages: Messages) -> int:
         """Prompt size of a message list, with room for the chat template (role markers and the
         default system prompt some templates add)."""
         return sum(self.count_tokens(m["content"]) + 6 for m in messages) + 30
 
-    def _check_budget(self, step: str, prompt_tokens: int, max_tokens: int) -> int:
-        """Raise if the call cannot fit; return the completion allowance that still fits."""
+    def _check_budget(self, step: str, prompt_tokens: int, max_tokens: int, final: bool = False) -> int:
+        """Raise if the call cannot fit (a call not ``final`` may not use the reserved tokens);
+        return the completion allowance that still fits."""
         b, used = self.budget, self.ledger
         if b.max_calls is not None and used.calls + 1 > b.max_calls:
             raise BudgetExceededError(f"step '{step}': call budget of {b.max_calls} calls is spent")
@@ -340,10 +349,13 @@ class LLM:
                 f"step '{step}': prompt-token budget {b.max_prompt_tokens} would be exceeded "
                 f"({used.prompt_tokens} used + {prompt_tokens} needed)")
         if b.max_total_tokens is not None:
-            left = b.max_total_tokens - used.total_tokens - prompt_tokens
+            limit = b.max_total_tokens - (0 if final else b.reserved_tokens)
+            left = limit - used.total_tokens - prompt_tokens
             if left < 16:
+                kept = f", {b.reserved_tokens} of them kept for the final call" if b.reserved_tokens and not final \
+                    else ""
                 raise BudgetExceededError(
-                    f"step '{step}': token budget {b.max_total_tokens} would be exceeded "
+                    f"step '{step}': token budget {b.max_total_tokens}{kept} would be exceeded "
                     f"({used.total_tokens} used + {prompt_tokens} prompt tokens)")
             max_tokens = min(max_tokens, left)
         room = self.context_size - prompt_tokens
@@ -354,9 +366,9 @@ class LLM:
         return min(max_tokens, room)
 
     def _call(self, messages: Messages, *, step: str, schema: dict | None,
-              temperature: float | None, max_tokens: int | None) -> Completion:
+              temperature: float | None, max_tokens: int | None, final: bool = False) -> Completion:
         prompt_estimate = self.count_messages(messages)
-        allowance = self._check_budget(step, prompt_estimate, max_tokens or self.max_tokens)
+        allowance = self._check_budget(step, prompt_estimate, max_tokens or self.max_tokens, final)
         completion = self.backend.complete(
             messages, schema=schema, step=step, max_tokens=allowance,
             temperature=self.temperature if temperature is None else temperature)
@@ -370,9 +382,9 @@ class LLM:
         return self._call(messages, step=step, schema=None, temperature=temperature,
                           max_tokens=max_tokens).text
 
-    def structured(self, messages: Messages, schema: type[T], *, step: str,
-                   temperature: float | None = None, max_tokens: int | None = None) -> Reply[T]:
-        """A reply validated against ``schema``.
+    def structured(self, messages: Messages, schema: type[T], *, step: str, temperature: float | None = None,
+                   max_tokens: int | None = None, final: bool = False) -> Reply[T]:
+        """A reply validated against ``schema`` (``final``: the call may use the reserved tokens).
 
         Decoding is constrained to the schema where the backend can; the reply is
         then cleaned, repaired and validated.  An invalid reply is retried with the
@@ -384,7 +396,7 @@ class LLM:
         error = ""
         for attempt in range(1, self.retries + 2):
             completion = self._call(conversation, step=step, schema=json_schema,
-                                    temperature=temperature, max_tokens=max_tokens)
+                                    temperature=temperature, max_tokens=max_tokens, final=final)
             raws.append(completion.text)
             try:
                 value = parse_reply(completion.text, schema)

@@ -218,7 +218,7 @@ def cite_sources(answer: str, references: list[int], memory: AgentMemory) -> tup
 
 def _with_token_budget(llm: LLM, token_budget: int) -> LLM:
     """A private LLM over the same backend and ledger, whose total-token budget ends
-    ``token_budget`` tokens from now (the agent lowers it during ordinary calls)."""
+    ``token_budget`` tokens from now (the agent reserves the final answer's share of it)."""
     limit = llm.ledger.total_tokens + token_budget - TEMPLATE_SLACK
     if llm.budget.max_total_tokens is not None:
         limit = min(limit, llm.budget.max_total_tokens)
@@ -361,24 +361,22 @@ class DeepSearchAgent:
         its trace entry, for the caller's notes on what it did with the reply.
 
         Unless ``final``, the call must leave the tokens kept for the final answer:
-        ``NoRoomForCall`` when it cannot, and the LLM's budget ceiling is lowered so
-        that retries after invalid replies cannot use them either (``BudgetExceededError``).
+        ``NoRoomForCall`` when it cannot; they are reserved in the LLM's budget (``LLM.reserve``),
+        so that retries after invalid replies cannot use them either (``BudgetExceededError``).
         """
         with traced(self.trace, self.llm.ledger, step_name, self.step, **inputs) as entry:
             entry.messages = messages
             entry.prompts = self.prompts.take_used()  # the prompts these messages were built from
             entry.notes.extend(notes)
-            ceiling = self.token_limit
             if not final:
                 try:
                     self._check_room(messages, max_tokens)
                 except NoRoomForCall as exc:
                     entry.notes.append(f"not run: {exc}")
                     raise
-                ceiling -= self._final_reserve()
-            self.llm.budget.max_total_tokens = ceiling
+                self.llm.reserve(self._final_reserve())  # retries after invalid replies cannot use it either
             try:
-                reply = self.llm.structured(messages, schema, step=step_name, max_tokens=max_tokens)
+                reply = self.llm.structured(messages, schema, step=step_name, max_tokens=max_tokens, final=final)
             except StructuredOutputError as exc:
                 entry.raw = exc.raw_replies[-1] if exc.raw_replies else None
                 entry.notes.append(f"no valid reply after {len(exc.raw_replies)} attempt(s): {exc.last_error}")
@@ -393,6 +391,11 @@ class DeepSearchAgent:
             if reply.attempts > 1:
                 entry.notes.append(f"valid only at attempt {reply.attempts}")
             return reply.value, entry
+
+    def _reply(self, step_name: str, messages: list[dict], schema: type[BaseModel],
+               max_tokens: int) -> BaseModel | None:
+        """``_ask`` as the answer checks use it: the reply only."""
+        return self._ask(step_name, messages, schema, max_tokens)[0]
 
     def _tokens_left(self) -> int:
         return self.token_limit - self.llm.ledger.total_tokens
@@ -642,8 +645,8 @@ class DeepSearchAgent:
             return
         try:
             if self.checks is None:
-                self.checks = plan_checks(self._ask, self.question, self.prompts)
-            evaluation = evaluate_answer(self._ask, self.question, answer, self._passages(answer, references),
+                self.checks = plan_checks(self._reply, self.question, self.prompts)
+            evaluation = evaluate_answer(self._reply, self.question, answer, self._passages(answer, references),
                                          self.checks, self.prompts)
         except (NoRoomForCall, BudgetExceededError):
             self.beast_reason = "token budget"
@@ -658,7 +661,7 @@ class DeepSearchAgent:
             return
         failed = evaluation.failed
         try:
-            problem, next_step = analyze_failure(self._ask, self.question, answer, failed, self.memory.diary[-3:],
+            problem, next_step = analyze_failure(self._reply, self.question, answer, failed, self.memory.diary[-3:],
                                                  self.prompts)
         except (NoRoomForCall, BudgetExceededError):
             problem, next_step = failed.reasoning, "Find the missing facts before answering again."
