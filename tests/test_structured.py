@@ -5,8 +5,8 @@ import pytest
 from pydantic import BaseModel
 from scripted import Seq, StepScriptedBackend
 
-from helpers.errors import StructuredOutputError
-from helpers.models.llm import LLM
+from helpers.errors import BudgetExceededError, StructuredOutputError
+from helpers.models.llm import LLM, Budget
 from helpers.models.structured import ReplyParseError, parse_reply
 
 
@@ -88,3 +88,20 @@ def test_report_rendering_drops_debris_echoed_headings_and_merges_sections():
         {"heading": "Look", "points": [{"text": "It went HD in 2009 sections': [{\"heading", "sources": [2, 2]}]},
         {"heading": "look", "points": [{"text": "Colour went digital.", "sources": [3]}]}]})
     assert render_report(report) == "It changed.\n\n## Look\n\nIt went HD in 2009 sections [2] Colour went digital. [3]"
+
+
+
+class Done(BaseModel):
+    answer: str
+
+
+def test_reserved_tokens_are_left_for_the_final_call():
+    llm = LLM(StepScriptedBackend({"step": "ok", "final": {"answer": "done"}}, prompt_tokens=100),
+              budget=Budget(max_total_tokens=400))
+    llm.reserve(250)
+    assert llm.has_room(prompt_tokens=100) and not llm.has_room(prompt_tokens=200)
+    llm.chat([{"role": "user", "content": "go"}], step="step")                  # ~100 prompt tokens
+    with pytest.raises(BudgetExceededError, match="250 of them kept for the final call"):
+        llm.chat([{"role": "user", "content": "go"}], step="step")
+    reply = llm.structured([{"role": "user", "content": "go"}], Done, step="final", final=True)
+    assert reply.value.answer == "done"                                          # the final call may use them
