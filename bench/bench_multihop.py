@@ -12,30 +12,19 @@ Usage: python bench/bench_multihop.py [--limit 40] [--strategies naive,naive/hyb
 from __future__ import annotations
 
 import argparse
-import platform
 from pathlib import Path
 
 from common import BENCH_OUT, bench_config, table
 
 from helpers.evaluation.harness import (BENCHMARKS, load_questions, miss_table, prepare_corpus, read_rows,
                                         run_evaluation, sample_by_type)
+from helpers.models.llm import cpu_name
 
 STRATEGIES = "naive,naive/hybrid,chain,chain/hybrid,deepsearcher:1"
 PUBLISHED = [  # HippoRAG paper (arXiv 2405.14831), R@2 / R@5 on these questions (all 1,000) and this corpus
     ("BM25", 0.518, 0.619), ("Contriever", 0.466, 0.575), ("ColBERTv2", 0.592, 0.682),
     ("IRCoT + BM25", 0.612, 0.756), ("HippoRAG (Contriever)", 0.715, 0.895),
 ]
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                flags = Path("/proc/cpuinfo").read_text()
-                return line.split(":", 1)[1].strip() + (" (AVX-512)" if "avx512f" in flags else " (AVX2)")
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def goal_lines(summary: dict) -> list[str]:

@@ -12,7 +12,8 @@ from scripted import StepScriptedBackend
 
 from helpers.errors import InputError, StructuredOutputError
 from helpers.knowledge.embeddings import get_embedder
-from helpers.knowledge.langchain_retriever import LabRetriever
+from helpers.knowledge.langchain_retriever import LabRetriever, document_to_hit, hit_to_document
+from helpers.knowledge.retrieval import search_collections
 from helpers.models.langchain_chat import LabChatModel, cut_at_stop
 from helpers.models.llm import LLM
 from helpers.strategies.pipeline import run_naive
@@ -54,3 +55,9 @@ def test_an_lcel_chain_over_our_store_finds_the_same_sources_as_naive_rag(simpso
     naive = run_naive(QUESTION, config, llm=LLM(backend), store=store, embedder=embedder)
     assert [d.metadata["id"] for d in documents] == [s.chunk_id for s in naive.sources]
     assert documents[0].metadata["title"] and documents[0].metadata["similarity"] > 0.3
+
+
+def test_a_retrieved_document_gives_back_its_hit(simpsons_kb):
+    config, store, _ = simpsons_kb
+    hit = search_collections(store, get_embedder(config.embedding), QUESTION, store.list_collections(), k=1)[0]
+    assert document_to_hit(hit_to_document(hit)) == hit

@@ -32,7 +32,7 @@ from helpers.errors import IngestError, VectorStoreError
 from helpers.knowledge.chunking import Chunk, chunk_document, chunk_record
 from helpers.knowledge.embeddings import Embedder, get_embedder, warn_if_cut
 from helpers.knowledge.loaders import (Document, SourceError, display_path, expand_sources, is_web, load_source,
-                                      load_with_langchain, loader_name)
+                                       load_with_langchain, loader_name)
 from helpers.knowledge.vectorstore import MilvusStore, check_collection_name, open_store, stored_source
 
 MANIFEST = PROJECT_ROOT / "data" / "collections.json"
@@ -76,11 +76,11 @@ def _read(files: list, config: Config, report: IngestReport, progress: bool) -> 
     unreadable ones go to ``report.skipped``."""
     chunks: dict[str, list[Chunk]] = {}
     for source in tqdm(files, desc=f"read {report.collection}", unit="file", disable=not progress, leave=False):
+        is_path = isinstance(source, str)
         try:
-            docs = load_source(source) if isinstance(source, str) else load_with_langchain(source)
+            docs = load_source(source) if is_path else load_with_langchain(source)
         except SourceError as exc:
-            name = source if isinstance(source, str) else loader_name(source)
-            report.skipped.append((name, str(exc).split(": ", 1)[-1]))
+            report.skipped.append((source if is_path else loader_name(source), str(exc).split(": ", 1)[-1]))
             continue
         report.files_read += 1
         for doc in docs:
@@ -169,7 +169,8 @@ def ingest(sources: list, collection: str, description: str, config: Config, *,
     embedder = embedder or get_embedder(config.embedding)
     report = IngestReport(collection)
     paths = [s for s in sources if isinstance(s, str)]
-    files = expand_sources(paths) + [s for s in sources if not isinstance(s, str)]
+    expanded = expand_sources(paths)
+    files = expanded + [s for s in sources if not isinstance(s, str)]  # LangChain loaders are read as they are
     if not files:
         raise IngestError(f"no sources found in {sources}: give files, folders, URLs or wikipedia:Title")
     chunks_by_source = _read(files, config, report, progress)
@@ -199,8 +200,7 @@ def ingest(sources: list, collection: str, description: str, config: Config, *,
 
     if existed or refused:
         left_out = {stored_source(source) for source in refused}
-        in_scope = _local_scope(paths, [f for f in files if isinstance(f, str)]) \
-            if kept and not keep_removed else (lambda name: False)
+        in_scope = _local_scope(paths, expanded) if kept and not keep_removed else (lambda name: False)
         report.chunks_removed, removed = _remove_outdated(
             store, collection, kept, lambda name: name in left_out or in_scope(name))
         report.sources_removed = [name for name in removed if name not in left_out]

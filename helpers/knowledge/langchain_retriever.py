@@ -22,7 +22,15 @@ def hit_to_document(hit: Hit) -> LCDocument:
     """A hit as a LangChain document: its text, and its id, source, title, section and scores as metadata."""
     return LCDocument(page_content=hit.text, id=hit.id,
                       metadata={"id": hit.id, "collection": hit.collection, "source": hit.source, "title": hit.title,
-                                "section": hit.section, "score": hit.score, "similarity": hit.similarity})
+                                "section": hit.section, "chunk_index": hit.chunk_index, "score": hit.score,
+                                "similarity": hit.similarity})
+
+
+def document_to_hit(document: LCDocument) -> Hit:
+    """A document from ``LabRetriever`` as the hit it was made from (``hit_to_document`` undone)."""
+    meta = document.metadata
+    return Hit(meta["id"], document.page_content, meta["score"], meta["collection"], meta["source"], meta["title"],
+               meta["section"], meta["chunk_index"], meta["similarity"])
 
 
 class LabRetriever(BaseRetriever):

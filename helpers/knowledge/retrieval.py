@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 
 from helpers.knowledge.embeddings import Embedder
 from helpers.knowledge.store import VectorStore
@@ -94,6 +95,7 @@ def search_collections(store: VectorStore, embedder: Embedder, query: str, colle
 _QUALIFIER = re.compile(r"\s*\([^()]*\)$")  # "David Bradley (director)" -> "David Bradley"
 
 
+@lru_cache(maxsize=65536)  # every lookup compares a name with every title of a collection
 def title_key(text: str) -> str:
     """``text`` as titles are compared: accents dropped, case folded, quotes and spaces evened out."""
     text = unicodedata.normalize("NFKD", text.replace("’", "'").replace("‘", "'"))

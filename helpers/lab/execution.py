@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime
 import html
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -18,6 +17,7 @@ from typing import Iterable
 
 from helpers.config import PROJECT_ROOT, load_config
 from helpers.lab.workspace import notebook_paths
+from helpers.models.llm import available_cores, cpu_name
 
 DEFAULT_OUT = PROJECT_ROOT / "outputs" / "notebooks"
 
@@ -127,13 +127,10 @@ def _stamp(fast: bool) -> dict[str, str]:
                                 text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         commit = "unknown"
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() \
-        else platform.processor()
     model = load_config(environ=kernel_env(fast)).llm.model  # what the kernels load
     return {"commit": commit, "date": datetime.date.today().isoformat(), "model": model,
             "mode": "fast (DSL_FAST=1)" if fast else "full (the default model and budgets)",
-            "machine": f"{cpu}, {os.cpu_count()} cores"}
+            "machine": f"{cpu_name()}, {available_cores()} cores"}
 
 
 def render_notebooks(out_dir: str | Path, *, fast: bool, timeout: int = 900) -> list[NotebookRun]:

@@ -35,6 +35,11 @@ def milvus_path(name: str) -> Path:
     return folder / f"{name}.db"
 
 
+def notebook_db_folder() -> Path:
+    """Where the notebooks' Milvus Lite directories, and the prepared knowledge base, live."""
+    return milvus_path("_").parent
+
+
 def notebook_config(name: str, overrides: dict[str, Any] | None = None, **fields: Any) -> Config:
     """``load_config`` with this notebook's own Milvus Lite directory.
 
@@ -80,7 +85,7 @@ def copy_prepared_knowledge_base(config: Config, target: Path, progress: bool = 
     from helpers.knowledge.ingest import ingest_manifest
     from helpers.knowledge.vectorstore import close_store
 
-    folder = milvus_path("_").parent
+    folder = notebook_db_folder()
     folder.mkdir(parents=True, exist_ok=True)
     key = _kb_fingerprint(config)
     template, ready = folder / f"_template_{key}.db", folder / f"_template_{key}.ready"
@@ -140,7 +145,7 @@ def knowledge_base(config: Config, progress: bool = True, quiet: bool = False):
     target = config.resolve_path(uri)
     how = "already present"
     if not is_server_uri(uri) \
-            and target.parent.resolve() == milvus_path("x").parent.resolve():
+            and target.parent.resolve() == notebook_db_folder().resolve():
         how = _refresh_notebook_db(config, target, progress) or how
     reports = ingest_manifest(config, progress=progress)
     if not quiet:
