@@ -32,6 +32,9 @@ class LLMConfig(BaseModel):
     max_tokens: int = Field(768, ge=16)
     threads: int = Field(0, ge=0)  # 0: every core this process may use
     seed: int = 7
+    # llama.cpp: RAM for the states of recent prompts, so a prompt that starts like an earlier one
+    # skips re-reading the shared start (helpers.models.prompt_cache); 0 turns it off
+    prompt_cache_mb: int = Field(1024, ge=0)
     repeat_penalty: float = Field(1.1, gt=0.0)  # >1 discourages the loops small models fall into (llama.cpp and Ollama)
     base_url: str | None = None  # Ollama host or OpenAI-compatible base URL
     api_key: str | None = None

@@ -97,6 +97,26 @@ def test_checked_grammar_gives_what_the_full_grammar_gives(small_backend):
 
 
 
+@pytest.mark.slow
+def test_prompt_cache_starts_a_prompt_from_the_state_of_a_shared_prefix(small_backend, monkeypatch):
+    """With ``llm.prompt_cache_mb`` (on by default) a prompt that starts like an earlier one, even with
+    another call in between, is read from that call's saved state; saved states carry no logits rows."""
+    llama = small_backend.llama
+    assert llama.cache is not None, "the prompt cache is on by default"
+    rules = ("You answer questions about volcanoes in one short sentence. " * 20).strip()
+    llm = LLM(small_backend, temperature=0.0, max_tokens=20)
+    llm.chat([{"role": "system", "content": rules}, {"role": "user", "content": "What is lava?"}], step="first")
+    llm.chat([{"role": "user", "content": "Reply with the single word: hello"}], step="between")
+    loaded = []
+    monkeypatch.setattr(llama, "load_state", lambda state, load=llama.load_state: (loaded.append(state), load(state)))
+    reply = llm.chat([{"role": "system", "content": rules}, {"role": "user", "content": "What is ash?"}],
+                     step="again")
+    shared = len(llama.tokenize(rules.encode(), add_bos=False))
+    assert len(loaded) == 1 and loaded[0].n_tokens > shared, "the third call starts from the first call's state"
+    assert reply.strip() and llm.ledger.records[-1].prompt_tokens > shared  # accounting counts the whole prompt
+    assert loaded[0].llama_state_size < 50 * 2**20 and loaded[0].scores.size == llama.n_vocab()
+
+
 @pytest.fixture(scope="module")
 def llama_server():
     port = free_port()

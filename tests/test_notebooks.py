@@ -33,6 +33,8 @@ EXPECTED = [
 ]
 NOTEBOOKS = [NOTEBOOK_DIR / f"{name}.ipynb" for name in EXPECTED]
 TIMEOUT_S = 300  # per notebook (and per cell) in fast mode
+COST_FACTOR = 4  # a fast-mode run may take an eighth (a prepared database) to four times the minutes stated
+FAST_COST = re.compile(r"about (\d+(?:\.\d+)?)(?: to (\d+(?:\.\d+)?))? minutes?")
 IMPORT_LINE = re.compile(r"^\s*(import\s+[\w.]+|from\s+[\w.]+\s+import\s)", re.MULTILINE)
 ABSOLUTE_PATHS = ("/work", "/home", "/root", "C:\\", "/tmp/", "/Users/")
 
@@ -90,6 +92,21 @@ def _resolve(dotted: str):
     raise AssertionError(f"{dotted} does not exist")
 
 
+def stated_fast_minutes(path: Path) -> tuple[float, float]:
+    """The fast-mode time a notebook's "What it costs" states first ("about 2 minutes", "about 1 to 1.5 minutes")."""
+    costs = _read(path).cells[0].source.split("What it costs", 1)[1].split("Helpers used", 1)[0]
+    found = FAST_COST.search(costs)
+    assert found, f"{path.stem}: 'What it costs' states no fast-mode time as 'about N minutes'"
+    low = float(found.group(1))
+    return low, float(found.group(2) or low)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=EXPECTED)
+def test_every_notebook_states_its_fast_mode_cost(path):
+    low, high = stated_fast_minutes(path)
+    assert 0 < low <= high < 30
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=EXPECTED)
 def test_helpers_used_name_things_that_exist(path):
     opening = _read(path).cells[0].source
@@ -120,6 +137,28 @@ def test_notebook_config_gives_each_notebook_its_own_database(monkeypatch):
     monkeypatch.delenv("DSL_MILVUS_URI")
     monkeypatch.setenv(DB_DIR_ENV, "outputs/elsewhere")
     assert milvus_path("x") == PROJECT_ROOT / "outputs" / "elsewhere" / "x.db"
+
+
+def test_run_buttons_run_their_callback_and_report_errors():
+    """What the headless runs rely on: a click runs the callback with the widget's values, the button is
+    disabled while it runs (no queued second run), and ``press_all`` returns the errors shown."""
+    import ipywidgets as widgets
+
+    from helpers.lab import display
+
+    seen = []
+    editor = display.prompt_editor("Question: {question}", lambda text: seen.append((text, button.disabled)))
+    button = editor.children[1].children[0]
+    editor.children[0].value = "edited {question}"
+    button.click()
+    assert seen == [("edited {question}", True)] and not button.disabled
+
+    def broken(depth):
+        raise ValueError(f"no such depth {depth}")
+
+    display.run_panel(broken, {"depth": widgets.IntSlider(value=3)})
+    errors = display.press_all()
+    assert len(seen) == 2 and len(errors) == 1 and "ValueError: no such depth 3" in errors[0]
 
 
 def test_citation_helpers():
@@ -153,10 +192,16 @@ def fast_kernel(tmp_path_factory):
 @pytest.mark.timeout(2 * TIMEOUT_S)
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=EXPECTED)
 def test_notebook_executes_in_fast_mode(path, fast_kernel, tmp_path):
+    """Every cell runs without error, then every Run button of its widgets is pressed once (headless),
+    and the time the notebook's own cells took agrees with its "What it costs" line within COST_FACTOR."""
     kernel, env = fast_kernel
-    run = execute_notebook(path, tmp_path, timeout=TIMEOUT_S, env=env, kernel_name=kernel, html_export=True)
+    run = execute_notebook(path, tmp_path, timeout=TIMEOUT_S, env=env, kernel_name=kernel, html_export=True,
+                           press_buttons=True)
     print(f"{run.name}: {run.seconds:.0f} s")
     assert run.ok, run.error
+    low, high = stated_fast_minutes(path)
+    assert low * 60 / (2 * COST_FACTOR) <= run.seconds <= high * 60 * COST_FACTOR, \
+        f"{run.name} ran {run.seconds:.0f} s; its 'What it costs' says about {low:g}-{high:g} minutes in fast mode"
     executed = _read(run.executed)
     errors = [o for cell in _code_cells(executed) for o in cell.outputs if o.output_type == "error"]
     assert not errors

@@ -111,17 +111,45 @@ def format_step(step, number: int | None = None, total: int | None = None) -> st
 
 
 # -- widgets ----------------------------------------------------------------------------------
-def _run_into(output, run: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+_PANELS: list[Callable[[], str | None]] = []  # each Run button's action, in the order they were made
+
+
+def _run_into(output, button, run: Callable[..., Any], *args: Any, **kwargs: Any) -> str | None:
+    """Call ``run`` into ``output`` with ``button`` disabled meanwhile (a second click cannot queue
+    another run); an exception is shown where the reader looks and returned as text."""
     from IPython.display import display
 
+    button.disabled = True
     with output:
         output.clear_output()
         try:
             value = run(*args, **kwargs)
             if value is not None:
                 display(value)
+            return None
         except Exception:  # show the error where the reader looks, not in the kernel log
-            print(traceback.format_exc())
+            error = traceback.format_exc()
+            print(error)
+            return error
+        finally:
+            button.disabled = False
+
+
+def _run_button(label: str, action: Callable[[Any], str | None]):
+    """A Run button whose click calls ``action(button)``; the action is also registered for ``press_all``."""
+    import ipywidgets as widgets
+
+    button = widgets.Button(description=label, button_style="primary", icon="play")
+    button.on_click(action)
+    _PANELS.append(lambda: action(button))
+    return button
+
+
+def press_all() -> list[str]:
+    """Press every Run button made so far in this kernel, once, in order; return the errors they showed.
+
+    The headless notebook tests call it after the last cell, so every widget callback is exercised."""
+    return [error for press in list(_PANELS) if (error := press())]
 
 
 def prompt_editor(template: str, run: Callable[[str], Any], *, label: str = "Run", rows: int = 14):
@@ -132,10 +160,9 @@ def prompt_editor(template: str, run: Callable[[str], Any], *, label: str = "Run
     import ipywidgets as widgets
 
     editor = widgets.Textarea(value=template, layout=widgets.Layout(width="100%", height=f"{rows * 1.4:.0f}em"))
-    run_button = widgets.Button(description=label, button_style="primary", icon="play")
-    reset_button = widgets.Button(description="Reset prompt", icon="undo")
     output = widgets.Output()
-    run_button.on_click(lambda _: _run_into(output, run, editor.value))
+    run_button = _run_button(label, lambda button: _run_into(output, button, run, editor.value))
+    reset_button = widgets.Button(description="Reset prompt", icon="undo")
 
     def reset(_):
         editor.value = template
@@ -148,9 +175,9 @@ def run_panel(run: Callable[..., Any], controls: dict[str, Any], *, label: str =
     """Controls (sliders, dropdowns, ...) plus a Run button that calls ``run(**values)`` into an output area."""
     import ipywidgets as widgets
 
-    button = widgets.Button(description=label, button_style="primary", icon="play")
     output = widgets.Output()
-    button.on_click(lambda _: _run_into(output, run, **{name: w.value for name, w in controls.items()}))
+    button = _run_button(label, lambda button: _run_into(
+        output, button, run, **{name: w.value for name, w in controls.items()}))
     return widgets.VBox([*controls.values(), button, output])
 
 

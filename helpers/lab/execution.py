@@ -22,11 +22,18 @@ from helpers.models.llm import available_cores, cpu_name
 DEFAULT_OUT = PROJECT_ROOT / "outputs" / "notebooks"
 
 
+PRESS_CELL = """# added by the headless run: press every Run button once (helpers.lab.display.press_all)
+from helpers.lab.display import press_all
+_errors = press_all()
+print(f"pressed the Run buttons: {len(_errors)} error(s)")
+assert not _errors, "\\n\\n".join(_errors)"""
+
+
 @dataclass
 class NotebookRun:
     name: str
     ok: bool
-    seconds: float
+    seconds: float  # the notebook's own cells (without the button presses of ``press_buttons``)
     error: str | None = None
     executed: Path | None = None
     html: Path | None = None
@@ -66,11 +73,12 @@ def kernel_env(fast: bool | None = None, extra: dict[str, str] | None = None) ->
 
 def execute_notebook(path: str | Path, out_dir: str | Path | None = DEFAULT_OUT, *, timeout: int = 600,
                      env: dict[str, str] | None = None, kernel_name: str | None = None,
-                     html_export: bool = True) -> NotebookRun:
+                     html_export: bool = True, press_buttons: bool = False) -> NotebookRun:
     """Run one notebook top to bottom (cwd = its folder); write the executed copy and HTML into ``out_dir``.
 
-    A failing cell does not raise: the run says ``ok=False`` with the error, and the
-    partly executed notebook is still written.
+    With ``press_buttons`` a last cell presses every Run button of the notebook's widgets once and
+    fails on any error they show.  A failing cell does not raise: the run says ``ok=False`` with the
+    error, and the partly executed notebook is still written.
     """
     import nbformat
     from nbclient import NotebookClient
@@ -78,6 +86,8 @@ def execute_notebook(path: str | Path, out_dir: str | Path | None = DEFAULT_OUT,
 
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
+    if press_buttons:
+        nb.cells.append(nbformat.v4.new_code_cell(PRESS_CELL))
     client = NotebookClient(nb, timeout=timeout, startup_timeout=180, kernel_name=kernel_name or venv_kernel_name(),
                             resources={"metadata": {"path": str(path.parent)}})
     started = time.perf_counter()
@@ -88,7 +98,10 @@ def execute_notebook(path: str | Path, out_dir: str | Path | None = DEFAULT_OUT,
         error = f"{type(exc).__name__}: {str(exc)[-3000:]}"
     except Exception:  # the kernel did not start, the connection broke, ...: report it like a failed cell
         error = "the notebook could not be run:\n" + traceback.format_exc()[-3000:]
-    run = NotebookRun(path.stem, error is None, time.perf_counter() - started, error)
+    seconds = time.perf_counter() - started
+    if press_buttons:
+        seconds -= _cell_seconds(nb.cells[-1])
+    run = NotebookRun(path.stem, error is None, seconds, error)
     if out_dir is not None:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
@@ -101,6 +114,17 @@ def execute_notebook(path: str | Path, out_dir: str | Path | None = DEFAULT_OUT,
             run.html = out / f"{path.stem}.html"
             run.html.write_text(body, encoding="utf-8")
     return run
+
+
+def _cell_seconds(cell) -> float:
+    """How long an executed cell ran, from the timing nbclient records in its metadata (0 if it did not run)."""
+    timing = cell.metadata.get("execution", {})
+    try:
+        start, end = (datetime.datetime.fromisoformat(timing[key].replace("Z", "+00:00"))
+                      for key in ("iopub.execute_input", "shell.execute_reply"))
+    except (KeyError, ValueError):
+        return 0.0
+    return (end - start).total_seconds()
 
 
 def execute_notebooks(paths: Iterable[str | Path] | None = None, out_dir: str | Path = DEFAULT_OUT,

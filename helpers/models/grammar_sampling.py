@@ -19,8 +19,9 @@ import ctypes
 
 import llama_cpp
 import numpy as np
-from llama_cpp import Llama
 from llama_cpp import _internals as internals
+
+from helpers.models.prompt_cache import LightStateLlama
 
 TOKEN_DATA = np.dtype([("id", np.intc), ("logit", np.single), ("p", np.single)], align=True)
 
@@ -74,8 +75,8 @@ class CheckedGrammarSampler:
         self.grammar.close()
 
 
-class CheckedGrammarLlama(Llama):
-    """``Llama`` whose grammar-constrained generation uses ``CheckedGrammarSampler``."""
+class CheckedGrammarLlama(LightStateLlama):
+    """``Llama`` (with light saved states, see ``prompt_cache``) whose grammar-constrained generation uses ``CheckedGrammarSampler``."""
 
     def _init_sampler(self, *args, grammar=None, **kwargs):
         plain = super()._init_sampler(*args, grammar=None, **kwargs)

@@ -84,9 +84,10 @@ class LlamaCppBackend:
     name = "llamacpp"
 
     def __init__(self, model: str, context_size: int, threads: int = 0, seed: int = 7,
-                 repeat_penalty: float = 1.1):
+                 repeat_penalty: float = 1.1, prompt_cache_mb: int = 0):
         try:
             from helpers.models.grammar_sampling import CheckedGrammarLlama
+            from helpers.models.prompt_cache import use_prompt_cache
         except ImportError as exc:
             raise BuildMissingError(
                 "llama-cpp-python is not installed in this environment. Run `make setup` "
@@ -106,6 +107,7 @@ class LlamaCppBackend:
             raise ModelNotFoundError(
                 f"llama.cpp could not load the model file {path} ({exc}): it may be truncated or damaged. "
                 "Download it again, or for a catalogue model delete it and run `make setup`.") from exc
+        use_prompt_cache(self.llama, prompt_cache_mb)
 
     def complete(self, messages: Messages, *, schema: dict | None, temperature: float,
                  max_tokens: int, step: str) -> Completion:
@@ -265,11 +267,11 @@ def get_backend(config: LLMConfig) -> ChatBackend:
             and _ollama_answers(os.environ["OLLAMA_HOST"])):
         provider, host = "ollama", os.environ["OLLAMA_HOST"]
     key = (provider, config.model, config.context_size, config.threads, host, config.structured_mode,
-           config.repeat_penalty)
+           config.repeat_penalty, config.prompt_cache_mb)
     if key not in _BACKENDS:
         if provider == "llamacpp":
             backend: ChatBackend = LlamaCppBackend(config.model, config.context_size, config.threads, config.seed,
-                                                   config.repeat_penalty)
+                                                   config.repeat_penalty, config.prompt_cache_mb)
         elif provider == "ollama":
             backend = OllamaBackend(config.model, config.context_size, host, config.timeout_s,
                                     config.repeat_penalty)
