@@ -1,4 +1,6 @@
-"""Run every benchmark in turn (``make bench``).  Each prints its own figures."""
+"""Run the shorter benchmarks in turn (``make bench``); each prints its own figures.  The long ones
+(``bench_multihop``, ``bench_report``, ``bench_evaluation``, ``bench_reingest``, ``bench_vs_deepsearcher``)
+are run on their own, with the options their docstrings give."""
 from __future__ import annotations
 
 import subprocess
@@ -6,7 +8,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCRIPTS = ["bench_model_layer.py", "bench_knowledge_base.py", "bench_pipeline.py", "bench_agent.py"]
+SCRIPTS = ["bench_model_layer.py", "bench_knowledge_base.py", "bench_pipeline.py", "bench_agent.py", "bench_prompt_cache.py"]
 
 for script in SCRIPTS:
     if (HERE / script).exists():
