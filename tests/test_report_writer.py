@@ -58,7 +58,7 @@ def test_points_must_hold_their_numbers_and_words():
     assert repeats("Ratings fell over the years.", ["The show moved to digital paint in 2002."]) is None
 
 
-def test_write_report_drops_repeats_and_unsupported_overview_sentences():
+def test_write_report_drops_repeats_restated_and_unsupported_overview_sentences():
     sections = [Section("animation", [hit("a", "Digital ink and paint arrived in 2002."),
                                       hit("b", "High definition came in 2009.")], [1, 2]),
                 Section("cast", [hit("c", "Harry Shearer left in 2015 and returned."),
@@ -68,7 +68,7 @@ def test_write_report_drops_repeats_and_unsupported_overview_sentences():
                                             {"text": "High definition came in 2009.", "sources": [2]}]},
         {"heading": "Cast", "points": [{"text": "Harry Shearer left in 2015 and returned.", "sources": [3]},
                                        {"text": "Digital ink and paint arrived in 2002.", "sources": [4]}]}),
-        "overview": {"overview": "The look changed twice. It won 40 awards in 1990."}}
+        "overview": {"overview": "The look changed twice. High definition came in 2009. It won 40 awards in 1990."}}
     backend = StepScriptedBackend(script)
     report, used, steps = write_report(LLM(backend), "How did it change?", sections)
     assert report == ("The look changed twice.\n\n## Animation\n\nDigital ink and paint arrived in 2002. [1] "
@@ -76,6 +76,7 @@ def test_write_report_drops_repeats_and_unsupported_overview_sentences():
     assert [h.id for h in used] == ["a", "b", "c", "d"]                          # numbered as cited
     assert any("repeats an earlier one" in note for note in steps[1].notes)
     assert any("numbers the sections do not state" in note for note in steps[2].notes)
+    assert any("restates a point: High definition came in 2009." in note for note in steps[2].notes)
     assert "[3]" in backend.calls_for("section")[1]["messages"][0]["content"]    # report-wide numbers
 
 

@@ -139,6 +139,15 @@ def repeats(text: str, earlier: list[str], threshold: float = 0.6) -> str | None
     return None
 
 
+def drop_restated(overview: str, points: list[str]) -> tuple[str, list[str]]:
+    """The overview without the sentences that repeat a section's point (``repeats``), and those dropped;
+    its first sentence stays if every one repeats."""
+    sentences = [x for x in re.split(r"(?<=[.!?])\s+", overview.strip()) if x]
+    kept = [x for x in sentences if not repeats(x, points)]
+    kept = kept or sentences[:1]
+    return " ".join(kept), [x for x in sentences if x not in kept]
+
+
 def write_section(llm: LLM, question: str, section: Section, template: str | None = None,
                   reply_tokens: int = 220) -> TraceStep:
     """One call: the section's heading and points, then the support check on each point."""
@@ -198,7 +207,8 @@ def write_overview(llm: LLM, question: str, sections: list[Section], template: s
 
 def write_report(llm: LLM, question: str, sections: list[Section],
                  templates: dict[str, str | None] | None = None) -> tuple[str, list[Hit], list[TraceStep]]:
-    """The whole report: each section, then the repeat check across sections, then the overview.
+    """The whole report: each section, then the repeat check across sections, then the overview
+    (less any sentence that restates a point).
     Returns the Markdown, the passages in citation order, and the trace steps.  A call the budget
     cannot afford ends the writing; what was written stays."""
     templates = templates or {}
@@ -224,6 +234,9 @@ def write_report(llm: LLM, question: str, sections: list[Section],
     if done:
         try:
             overview, step = write_overview(llm, question, done, templates.get("report_overview"))
+            overview, restated = drop_restated(overview, written)
+            step.notes += [f"dropped an overview sentence that restates a point: {' '.join(x.split()[:8])}…"
+                           for x in restated]
             steps.append(step)
         except BudgetExceededError as exc:
             steps.append(TraceStep("budget", notes=[f"{exc}; no overview"]))
