@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCRIPTS = ["bench_model_layer.py", "bench_knowledge_base.py", "bench_pipeline.py", "bench_agent.py", "bench_prompt_cache.py"]
+SCRIPTS = ["bench_model_layer.py", "bench_knowledge_base.py", "bench_pipeline.py", "bench_agent.py",
+           "bench_prompt_cache.py"]
 
 for script in SCRIPTS:
     if (HERE / script).exists():

@@ -76,7 +76,8 @@ class CheckedGrammarSampler:
 
 
 class CheckedGrammarLlama(LightStateLlama):
-    """``Llama`` (with light saved states, see ``prompt_cache``) whose grammar-constrained generation uses ``CheckedGrammarSampler``."""
+    """``Llama`` (with light saved states, see ``prompt_cache``) whose grammar-constrained generation
+    uses ``CheckedGrammarSampler``."""
 
     def _init_sampler(self, *args, grammar=None, **kwargs):
         plain = super()._init_sampler(*args, grammar=None, **kwargs)

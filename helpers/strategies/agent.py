@@ -51,7 +51,7 @@ from helpers.results import CITATION, Hit, Result, TraceStep, hit_summary, trace
 from helpers.strategies.agent_memory import AgentMemory, BadAttempt, KnowledgeItem, QuestionQueue, one_line
 from helpers.strategies.answer_checks import analyze_failure, evaluate_answer, plan_checks
 from helpers.strategies.evidence import EvidenceLog
-from helpers.strategies.reports import content_words
+from helpers.strategies.reports import SENTENCE_END, content_words
 
 ACTIONS = ("search", "visit", "reflect", "answer")
 MAX_QUERIES = 3  # per search step, after rewriting
@@ -156,7 +156,7 @@ def drop_repeated_sentences(text: str) -> str:
     """Small models sometimes loop, writing the same sentence again and again: keep the first."""
     seen: set[str] = set()
     kept = []
-    for sentence in re.split(r"(?<=[.!?])\s+", text.strip()):
+    for sentence in SENTENCE_END.split(text.strip()):
         key = _CITATION_ANY.sub("", sentence).strip().lower()
         if key not in seen:
             seen.add(key)

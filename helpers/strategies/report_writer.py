@@ -27,10 +27,9 @@ from helpers.knowledge.retrieval import at_most_per_document, interleave, number
 from helpers.models.llm import LLM
 from helpers.prompts import fence, prompt_version, render
 from helpers.results import Hit, TraceStep, hit_summary, traced
-from helpers.strategies.reports import cite_marks, clean_text, content_words, plain, support
+from helpers.strategies.reports import SENTENCE_END, cite_marks, clean_text, content_words, plain, support
 
 _NUMBER = re.compile(r"\d[\d,.]*\d|\d")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 @dataclass
@@ -139,15 +138,6 @@ def repeats(text: str, earlier: list[str], threshold: float = 0.6) -> str | None
     return None
 
 
-def drop_restated(overview: str, points: list[str]) -> tuple[str, list[str]]:
-    """The overview without the sentences that repeat a section's point (``repeats``), and those dropped;
-    its first sentence stays if every one repeats."""
-    sentences = [x for x in re.split(r"(?<=[.!?])\s+", overview.strip()) if x]
-    kept = [x for x in sentences if not repeats(x, points)]
-    kept = kept or sentences[:1]
-    return " ".join(kept), [x for x in sentences if x not in kept]
-
-
 def write_section(llm: LLM, question: str, section: Section, template: str | None = None,
                   reply_tokens: int = 220) -> TraceStep:
     """One call: the section's heading and points, then the support check on each point."""
@@ -183,17 +173,19 @@ def write_section(llm: LLM, question: str, section: Section, template: str | Non
 
 def write_overview(llm: LLM, question: str, sections: list[Section], template: str | None = None,
                    reply_tokens: int = 160) -> tuple[str, TraceStep]:
-    """The overview, written from the section texts; sentences stating numbers the sections do not are dropped."""
+    """The overview, written from the section texts; sentences stating numbers the sections do not, or
+    restating one of their points (the first sentence stays if every one does), are dropped."""
     trace: list[TraceStep] = []
     with traced(trace, llm.ledger, "overview", question=question) as entry:
         entry.prompts = [prompt_version("report_overview", template)]
+        points = [text for s in sections for text, _ in s.points]
         listing = "\n".join(f"- {s.heading}: {' '.join(text for text, _ in s.points)}" for s in sections)
         entry.messages = [{"role": "user", "content": render("report_overview", template, question=question,
                                                              sections=fence(listing))}]
         try:
             reply = llm.structured(entry.messages, Overview, step="overview", max_tokens=reply_tokens)
             entry.raw = reply.raw
-            sentences = _SENTENCE_END.split(clean_text(reply.value.overview))
+            sentences = SENTENCE_END.split(clean_text(reply.value.overview))
         except StructuredOutputError as exc:
             entry.raw, sentences = exc.raw_replies[-1] if exc.raw_replies else "", []
             entry.notes.append(f"no valid overview ({exc.last_error}); the report starts with its sections")
@@ -201,7 +193,11 @@ def write_overview(llm: LLM, question: str, sections: list[Section], template: s
         kept = [s for s in sentences if numbers_in(s) <= stated]
         entry.notes += [f"dropped an overview sentence with numbers the sections do not state: {s}"
                         for s in sentences if s not in kept]
-        entry.parsed = " ".join(kept)
+        restated = [s for s in kept if repeats(s, points)]
+        restated = restated[1:] if restated == kept else restated  # the first sentence stays if every one repeats
+        entry.notes += [f"dropped an overview sentence that restates a point: {' '.join(s.split()[:8])}…"
+                        for s in restated]
+        entry.parsed = " ".join(s for s in kept if s not in restated)
     return entry.parsed, trace[0]
 
 
@@ -234,9 +230,6 @@ def write_report(llm: LLM, question: str, sections: list[Section],
     if done:
         try:
             overview, step = write_overview(llm, question, done, templates.get("report_overview"))
-            overview, restated = drop_restated(overview, written)
-            step.notes += [f"dropped an overview sentence that restates a point: {' '.join(x.split()[:8])}…"
-                           for x in restated]
             steps.append(step)
         except BudgetExceededError as exc:
             steps.append(TraceStep("budget", notes=[f"{exc}; no overview"]))

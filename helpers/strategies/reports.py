@@ -27,6 +27,9 @@ def plain(description: str) -> dict:
     return {"description": description, "json_schema_extra": PLAIN_TEXT}
 
 
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+")  # where a text is split into sentences
+
+
 def clean_text(text: str) -> str:
     """A text field without JSON debris: cut at the first brace or key-like fragment."""
     match = _DEBRIS.search(text)
