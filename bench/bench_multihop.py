@@ -8,13 +8,14 @@ strategy >= naive on Recall@2 and Recall@5; <= 4x naive's wall time; chain <= 8 
 Resumable (rows in --out/results.jsonl).  ``--limit N`` takes the four question types in turn.
 
 Usage: python bench/bench_multihop.py [--limit 40] [--strategies naive,naive/hybrid,chain,deepsearcher:1] [--fast]
+                                      [--set agent.draft_every=2 --out outputs/bench/multihop/drafts]
 """
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from common import BENCH_OUT, bench_config, table
+from common import BENCH_OUT, add_settings_argument, bench_config, parsed_settings, table
 
 from helpers.evaluation.harness import (BENCHMARKS, load_questions, miss_table, prepare_corpus, read_rows,
                                         run_evaluation, sample_by_type)
@@ -55,18 +56,21 @@ def main() -> None:
     parser.add_argument("--limit", type=int, help="at most N questions, the four types in turn")
     parser.add_argument("--strategies", default=STRATEGIES)
     parser.add_argument("--out", help="results folder (default outputs/bench/multihop/<model>)")
+    add_settings_argument(parser)  # with a new --out: rows of other settings are not rerun
     args = parser.parse_args()
+    settings = parsed_settings(parser, args.settings)
 
     model = bench_config(fast=args.fast).llm.model
     out = Path(args.out) if args.out else BENCH_OUT / "multihop" / model
-    config = bench_config(fast=args.fast, **{"vector_db.uri": str(out.resolve() / "milvus.db")})
+    config = bench_config(fast=args.fast, **settings, **{"vector_db.uri": str(out.resolve() / "milvus.db")})
     corpus, questions_file = BENCHMARKS["2wiki"]
     questions = sample_by_type(load_questions(questions_file), args.limit)
     prepare_corpus(corpus, config)
     strategies = args.strategies.split(",")
     summary = run_evaluation(questions, strategies, config, out, ks=(2, 5))
 
-    print(f"\n== 2WikiMultiHopQA dev, {len(questions)} question(s), {config.llm.model}, {cpu_name()} ==")
+    print(f"\n== 2WikiMultiHopQA dev, {len(questions)} question(s), {config.llm.model}, {cpu_name()}"
+          + "".join(f", {key}={value}" for key, value in settings.items()) + " ==")
     columns = ["questions", "failures", "recall@2", "recall@5", "accuracy", "calls", "prompt_tokens", "seconds"]
     print(table([{"strategy": spec, **{c: entry.get(c) for c in columns}} for spec, entry in summary.items()]))
     print("\n== per type: R@2 / R@5 / accuracy ==")

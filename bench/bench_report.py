@@ -30,7 +30,7 @@ sections/single (same process, runs interleaved), and the issue's goals as met /
 on the medians, with how many runs met each.  Figures are printed, never asserted.
 Reports and traces: ``outputs/bench/report/<model>/<style>-<n>.md`` and ``.json``.
 
-Usage: python bench/bench_report.py [--runs 3] [--styles single,sections] [--fast]
+Usage: python bench/bench_report.py [--runs 3] [--styles single,sections] [--fast] [--set pipeline.section_passages=4]
 
 The metric functions use only the standard library (helpers is imported in ``main``), so
 they can be tried on a hand-written report without loading anything.
@@ -280,10 +280,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="runs per style (default 3)")
     parser.add_argument("--styles", default="single,sections", help="pipeline.report_style values, comma-separated")
     parser.add_argument("--fast", action="store_true", help="the 0.5B model (fast profile)")
-    args = parser.parse_args()
-
     # helpers is imported here so that the metric functions above load without it
-    from common import BENCH_OUT, bench_config, table
+    from common import BENCH_OUT, add_settings_argument, bench_config, parsed_settings, table
+    add_settings_argument(parser)
+    args = parser.parse_args()
+    settings = parsed_settings(parser, args.settings)
 
     from helpers.config import with_overrides
     from helpers.demo import DEMO_QUESTION
@@ -296,7 +297,7 @@ def main() -> None:
     checklist = json.loads(FACTS_FILE.read_text())
     if checklist["question"] != DEMO_QUESTION:
         print(f"note: the checklist is for {checklist['question']!r}, the demo question is {DEMO_QUESTION!r}")
-    config = bench_config(fast=args.fast)
+    config = bench_config(fast=args.fast, **settings)
     configs = {}
     for style in [s.strip() for s in args.styles.split(",") if s.strip()]:
         try:
@@ -327,7 +328,8 @@ def main() -> None:
             rows.append(row)
             print(f"{style} run {n}: {row['seconds']} s, {row['calls']} calls", flush=True)
 
-    print(f"\nmodel {config.llm.model}, {args.runs} run(s) per style, question: {DEMO_QUESTION}\n")
+    print(f"\nmodel {config.llm.model}, {args.runs} run(s) per style, question: {DEMO_QUESTION}"
+          + "".join(f", {key}={value}" for key, value in settings.items()) + "\n")
     print(table([shown(r) for r in rows]))
     for r in rows:
         if r["_contradicted"] or r["_missing themes"]:

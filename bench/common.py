@@ -1,6 +1,7 @@
 """Small helpers shared by the benchmark scripts (figures are printed, never asserted)."""
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import sys
@@ -22,6 +23,20 @@ def bench_config(fast: bool = False, **overrides):
         base.update(FAST_OVERRIDES)
     base.update(overrides)
     return load_config(overrides=base)
+
+
+def add_settings_argument(parser: argparse.ArgumentParser) -> None:
+    """``--set KEY=VALUE`` (repeatable): settings for this run, validated like the config file's."""
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="settings",
+                        help="a setting for this run, e.g. agent.draft_every=2 (repeatable)")
+
+
+def parsed_settings(parser: argparse.ArgumentParser, items: list[str]) -> dict[str, str]:
+    """The ``--set`` items as overrides; a usage error for an item without '='."""
+    bad = [item for item in items if "=" not in item]
+    if bad:
+        parser.error(f"--set takes KEY=VALUE, e.g. --set agent.draft_every=2 (got {bad[0]!r})")
+    return dict(item.split("=", 1) for item in items)
 
 
 def median_p95(values: list[float]) -> tuple[float, float]:

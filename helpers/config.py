@@ -105,6 +105,7 @@ class AgentConfig(BaseModel):
     token_budget: int = Field(20000, ge=500)
     max_bad_attempts: int = Field(2, ge=1)
     max_steps: int = Field(12, ge=1)
+    draft_every: int = Field(0, ge=0)  # steps without an answer attempt before one is required (0: never)
     queue_policy: Literal["front", "rotate"] = "front"
     max_gap_questions: int = Field(4, ge=0)
     dedup_threshold: float = Field(0.86, ge=0.0, le=1.0)

@@ -19,8 +19,9 @@ from helpers.knowledge.store import VectorStore
 from helpers.models.llm import LLM
 from helpers.prompts import prompt_version
 from helpers.results import Hit
-from helpers.strategies.agent import (action_schema, allowed_actions, cite_sources, drop_repeated_sentences,
-                                      has_substance, run_agent, schema_actions)
+from helpers.strategies.agent import run_agent
+from helpers.strategies.agent_actions import (action_schema, allowed_actions, cite_sources, drop_repeated_sentences,
+                                              has_substance, schema_actions)
 from helpers.strategies.agent_memory import AgentMemory, KnowledgeItem, QuestionQueue
 from helpers.strategies.answer_checks import evaluate_answer, plan_checks
 
@@ -111,6 +112,7 @@ def embedder():
 
 def run_script(embedder, script, budget=6000, context_size=4096, prompts=None, **agent):
     config = load_config(overrides={"llm.max_tokens": 64, "search.top_k": 3, "agent.token_budget": budget,
+                                    "agent.draft_every": 0,  # each test that wants drafts says so
                                     **{f"agent.{key}": value for key, value in agent.items()}})
     backend = StepScriptedBackend(script, context_size, tokens="words", message_overhead=6)
     result = run_agent(QUESTION, config, llm=LLM(backend, retries=1), store=FakeStore(), embedder=embedder,
@@ -245,6 +247,28 @@ def test_rejected_answer_becomes_a_bad_attempt_and_masks_answer_next_step(embedd
     assert result.settings["finish"] == "answer passed evaluation" and result.settings["bad_attempts"] == 1
     assert result.answer.startswith("Ratings fell") and [s.cited for s in result.sources][:2] == [True, True]
     assert not any(s.cited for s in result.sources[2:])  # the rest of the evidence follows, not cited
+
+
+def test_a_draft_is_required_after_draft_every_steps_and_evaluated(embedder):
+    read = json.dumps({"action": "visit", "visit": [1]})
+    script = {"action": [search("simpsons ratings"), search("first season households"),
+                         answer("The ratings changed [1].", [1]), read, read, answer(GOOD_ANSWER, [1, 2])],
+              "rewrite": [json.dumps({"queries": [q]}) for q in ("simpsons ratings households", "season one ratings")],
+              "evaluate plan": [PLAN_STRICT_ONLY], "check strict": [verdict(False), verdict(True)],
+              "analyze": [ANALYSIS]}
+    result, backend = run_script(embedder, script, max_steps=10, draft_every=2)
+    actions = backend.calls_for("action")
+    assert [allowed_in(a["schema"]) == {"answer"} for a in actions] == [False, False, True, False, False, True]
+    draft = actions[2]["messages"][-1]["content"]
+    assert "Time for a draft" in draft and "choose another action" not in draft
+    notes = [note for step in result.trace for note in step.notes if note.startswith("draft due")]
+    assert notes == ["draft due: 2 step(s) without an answer attempt, so only answer is allowed"] * 2
+    assert len(backend.calls_for("check strict")) == 2  # a draft is evaluated like any answer
+    assert result.settings["finish"] == "answer passed evaluation" and result.settings["bad_attempts"] == 1
+    assert allowed_actions(beast_mode=False, has_evidence=True, has_unvisited=True, queue_full=False,
+                           answer_rejected=False, draft_due=True) == ["answer"]
+    assert "answer" not in allowed_actions(beast_mode=False, has_evidence=False, has_unvisited=False,
+                                           queue_full=False, answer_rejected=False, draft_due=True)
 
 
 def test_checks_are_planned_per_question_run_one_by_one_and_stop_at_the_first_failure():

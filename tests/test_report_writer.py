@@ -13,6 +13,7 @@ from helpers.models.llm import LLM, Budget
 from helpers.results import Hit
 from helpers.strategies.pipeline import run_pipeline
 from helpers.strategies.report_writer import Section, check_point, outline, repeats, write_report
+from helpers.strategies.reports import cut_off, split_cut_sentence
 
 
 def hit(id_: str, text: str = "", source: str = "") -> Hit:
@@ -80,6 +81,41 @@ def test_write_report_drops_repeats_restated_and_unsupported_overview_sentences(
     assert "[3]" in backend.calls_for("section")[1]["messages"][0]["content"]    # report-wide numbers
 
 
+def test_a_sentence_the_reply_limit_cut_is_dropped_not_printed():
+    sections = [Section("animation", [hit("a", "Digital ink and paint arrived in 2002."),
+                                      hit("b", "High definition came in 2009 with a new opening sequence.")], [1, 2])]
+    long_tail = "Then the animation moved to Film Roman, which kept the look of the early seasons, " * 10
+    script = {"section": {"heading": "Animation", "points": [
+                  {"text": "Digital ink and paint arrived in 2002.", "sources": [1]},
+                  {"text": "High definition came in 2009 with a new opening sequence.", "sources": [2]}]},
+              "overview": {"overview": "The look changed twice, first to digital paint. " + long_tail}}
+    backend = StepScriptedBackend(script)
+    report, _, steps = write_report(LLM(backend), "How did it change?", sections)
+    assert report.startswith("The look changed twice, first to digital paint.\n\n## Animation")
+    assert "Film Roman" not in report
+    assert any(note.startswith("the reply limit (160 tokens) cut the overview") for note in steps[1].notes)
+    assert split_cut_sentence("It moved in 2002. Then it went to") == ("It moved in 2002.", "Then it went to")
+    assert split_cut_sentence('It aired "Take My Life, Please."') == ('It aired "Take My Life, Please."', "")
+    assert cut_off('{"overview": "It moved') and not cut_off('{"overview": "It moved."}\n')
+
+
+def test_a_section_without_a_valid_reply_is_left_out_and_the_rest_is_written():
+    sections = [Section("animation", [hit("a", "Digital ink and paint arrived in 2002."),
+                                      hit("b", "High definition came in 2009.")], [1, 2]),
+                Section("cast", [hit("c", "Harry Shearer left in 2015 and returned."),
+                                 hit("d", "Hank Azaria stopped voicing Apu in 2020.")], [3, 4])]
+
+    def section(messages):  # one point where the schema asks for at least two: invalid for "animation"
+        points = [{"text": "Harry Shearer left in 2015 and returned.", "sources": [3]},
+                  {"text": "Hank Azaria stopped voicing Apu in 2020.", "sources": [4]}]
+        return {"heading": "Heading", "points": points[:1] if "about: animation" in messages[0]["content"] else points}
+
+    backend = StepScriptedBackend({"section": section, "overview": {"overview": "The cast changed."}})
+    report, _, steps = write_report(LLM(backend, retries=1), "How did it change?", sections)
+    assert report.startswith("The cast changed.") and report.count("## ") == 1 and "Azaria" in report
+    assert steps[0].step == "section" and "no valid section" in steps[0].notes[0] and steps[0].calls == 2
+
+
 def test_a_retrieved_fake_list_cannot_put_invented_claims_into_the_report():
     """A document listing "donut search 1 ... 6" once made a one-prompt report grow six sections of invented
     claims cited to unrelated sources.  Written section by section, a point held by no passage is dropped, and
@@ -106,10 +142,12 @@ def test_the_pipeline_writes_a_sectioned_report(simpsons_kb):
                                      "pipeline.report_sections": 2,
                                      "pipeline.subquery_focus": 0.0})
 
-    def passage_point(messages):  # a point copied from the first passage shown, so it passes the support check
-        text = messages[0]["content"].split("<<<DATA\n", 1)[1].split("\n")[0]
-        first = int(re.search(r"^\[(\d+)\]", messages[0]["content"], flags=re.MULTILINE).group(1))
-        return {"heading": "Findings", "points": [{"text": text, "sources": [first]}]}
+    def passage_point(messages):  # points copied from the first two passages shown: they pass the support check
+        content = messages[0]["content"]
+        texts = [block.split("\n")[0] for block in content.split("<<<DATA\n")[1:3]]
+        numbers = [int(n) for n in re.findall(r"^\[(\d+)\]", content, flags=re.MULTILINE)[:2]]
+        return {"heading": "Findings", "points": [{"text": text, "sources": [number]}
+                                                  for text, number in zip(texts, numbers)]}
 
     backend = StepScriptedBackend({
         "decompose": {"queries": ["animation studios and digital colouring", "voice cast changes"]},

@@ -3,7 +3,7 @@ evaluation (a Python rebuild of the ideas behind Jina's node-DeepResearch).
 
 Every step:
 
-1. the code decides which actions are allowed now (``allowed_actions``) and
+1. the code decides which actions are allowed now (``agent_actions.allowed_actions``) and
    builds a reply schema that admits only those, each with its own required
    fields (``action_schema``), so constrained decoding cannot pick another one;
 2. the model sees the question, its memory (knowledge, diary, bad attempts)
@@ -16,8 +16,13 @@ Every step:
    * **visit** - whole documents behind chosen passages are read;
    * **reflect** - gap questions go into the question queue;
    * **answer** - an answer to a gap question becomes knowledge; an answer to
-     the original question is evaluated by separate calls (``evaluators``) and
+     the original question is evaluated by separate calls (``answer_checks``) and
      either accepted or turned into a bad attempt with a lesson.
+
+Small models seldom choose ``answer`` on their own: they search and reflect until
+the budget is gone.  With ``agent.draft_every = n``, after ``n`` steps without an
+answer attempt the next step may only answer (a draft), and the draft is
+evaluated like any answer.
 
 The loop stops at an accepted answer.  When tokens run short, bad attempts hit
 their cap or the steps run out, **beast mode** masks everything but ``answer``
@@ -28,14 +33,10 @@ ends with an answer and numbered sources.
 from __future__ import annotations
 
 import hashlib
-import re
 import time
-import warnings
-from dataclasses import replace
-from functools import cached_property
-from typing import Annotated, Any, Literal, Union
+from typing import Any
 
-from pydantic import BaseModel, Field, RootModel, create_model
+from pydantic import BaseModel, RootModel
 
 from helpers.config import Config
 from helpers.errors import (BudgetExceededError, ContextOverflowError, DeepSearchLabError, StructuredOutputError,
@@ -45,176 +46,26 @@ from helpers.knowledge.query_dedup import QueryDeduper
 from helpers.knowledge.retrieval import interleave, search_collections
 from helpers.knowledge.store import VectorStore
 from helpers.knowledge.vectorstore import open_store
+from helpers.knowledge.web import WebSearchUnavailable, web_search
 from helpers.models.llm import LLM, Budget, make_llm
 from helpers.prompts import PromptSet, as_prompt_set
-from helpers.results import CITATION, Hit, Result, TraceStep, hit_summary, traced
-from helpers.strategies.agent_memory import AgentMemory, BadAttempt, KnowledgeItem, QuestionQueue, one_line
+from helpers.results import Hit, Result, TraceStep, hit_summary, traced
+from helpers.strategies.agent_actions import (MAX_QUERIES, MAX_QUERY_WORDS, Rewrite, action_schema, allowed_actions,
+                                              cite_sources, drop_repeated_sentences, has_substance,
+                                              looks_like_placeholder, step_models)
+from helpers.strategies.agent_memory import (AgentMemory, BadAttempt, KnowledgeItem, QuestionQueue, numbered, one_line,
+                                             quoted)
+from helpers.strategies.agent_prompts import TEMPLATE_SLACK, AgentPrompter, describe_collections
 from helpers.strategies.answer_checks import analyze_failure, evaluate_answer, plan_checks
 from helpers.strategies.evidence import EvidenceLog
-from helpers.strategies.reports import SENTENCE_END, content_words
-
-ACTIONS = ("search", "visit", "reflect", "answer")
-MAX_QUERIES = 3  # per search step, after rewriting
-TEMPLATE_SLACK = 32  # tokens the chat template may add beyond llm.count_messages' estimate
-_CITATION_LIST = re.compile(r"\[(\d{1,3}(?:\s*,\s*\d{1,3})+)\]")  # [2, 5]
-_CITATION_ANY = re.compile(r"\[[\d,\s]+\]")
+from helpers.strategies.reports import content_words
 
 
 class NoRoomForCall(Exception):
     """A call would use tokens that are kept back for the final answer."""
 
 
-class WebSearchUnavailable(Exception):
-    """Web search cannot be used here (package missing, or offline)."""
-
-
-MAX_QUERY_WORDS = 16  # a longer "query" is usually the question repeated, and it would eat the budget
-
-
-class Rewrite(BaseModel):
-    queries: list[str] = Field(max_length=MAX_QUERIES)
-
-
-# masking and the dynamic schema --------------------------------------------------
-
-def allowed_actions(*, beast_mode: bool, has_evidence: bool, has_unvisited: bool, queue_full: bool,
-                    answer_rejected: bool, search_stalled: bool = False) -> list[str]:
-    """The actions the model may choose at this step.
-
-    * beast mode: only ``answer``;
-    * ``search`` is masked right after a search that found nothing new, unless
-      nothing else is possible;
-    * ``visit`` needs a document not read yet;
-    * ``reflect`` needs something found first (gap questions about nothing are
-      guesses) and room in the gap-question queue;
-    * ``answer`` needs something found, and is masked right after a rejected answer.
-    """
-    if beast_mode:
-        return ["answer"]
-    allowed = []
-    if has_unvisited:
-        allowed.append("visit")
-    if has_evidence and not queue_full:
-        allowed.append("reflect")
-    if has_evidence and not answer_rejected:
-        allowed.append("answer")
-    if not search_stalled or not allowed:
-        allowed.insert(0, "search")
-    return allowed
-
-
-def step_models(allowed: list[str], collections: list[str], web_search: bool = False,
-                max_visits: int = 2) -> dict[str, type[BaseModel]]:
-    """One reply model per allowed action.  ``action`` is a one-value Literal and the
-    action's own fields are required, so choosing an action means filling them in."""
-    unknown = set(allowed) - set(ACTIONS)
-    if not allowed or unknown:
-        raise ValueError(f"allowed actions must be a non-empty subset of {ACTIONS}, got {allowed}")
-    payloads: dict[str, dict[str, Any]] = {
-        "search": {"queries": (list[str], Field(min_length=1, max_length=MAX_QUERIES,
-                                                description="short keyword queries"))},
-        "visit": {"visit": (list[int], Field(min_length=1, max_length=max_visits,
-                                             description="passage numbers whose documents to read"))},
-        "reflect": {"gap_questions": (list[str], Field(min_length=1, max_length=3,
-                                                       description="new sub-questions"))},
-        # references come first, so that an answer cut off at the token limit keeps them
-        "answer": {"references": (list[int], Field(min_length=1, description="passage numbers used")),
-                   "answer": (str, Field(min_length=1, description="the answer, citing passages as [n]"))},
-    }
-    if len(collections) > 1:
-        payloads["search"]["collections"] = (list[Literal[tuple(collections)]], Field(
-            default_factory=list, description="collections to search; empty means all"))
-    if web_search:
-        payloads["search"]["web"] = (bool, Field(default=False, description="also search the web"))
-    return {action: create_model(f"{action.capitalize()}Step", action=(Literal[action], ...), **payloads[action])
-            for action in allowed}
-
-
-def action_schema(allowed: list[str], collections: list[str], web_search: bool = False,
-                  max_visits: int = 2) -> type[BaseModel]:
-    """The reply model for one step: a union of the allowed actions' models, told apart by
-    ``action``.  Its JSON schema admits no other action, so constrained decoding cannot pick one."""
-    models = list(step_models(allowed, collections, web_search, max_visits).values())
-    if len(models) == 1:
-        return models[0]
-    return RootModel[Annotated[Union[tuple(models)], Field(discriminator="action")]]
-
-
-def schema_actions(json_schema: dict) -> set[str]:
-    """The actions a reply schema admits (read back from the JSON schema)."""
-    branches = list(json_schema.get("$defs", {}).values()) or [json_schema]
-    return {branch["properties"]["action"]["const"] for branch in branches}
-
-
-def looks_like_placeholder(text: str) -> bool:
-    """A copied format placeholder such as ``<keywords>``, or nothing at all."""
-    text = text.strip()
-    return not text or (text.startswith("<") and text.endswith(">")) or text in ("...", "…")
-
-
-def drop_repeated_sentences(text: str) -> str:
-    """Small models sometimes loop, writing the same sentence again and again: keep the first."""
-    seen: set[str] = set()
-    kept = []
-    for sentence in SENTENCE_END.split(text.strip()):
-        key = _CITATION_ANY.sub("", sentence).strip().lower()
-        if key not in seen:
-            seen.add(key)
-            kept.append(sentence)
-    return " ".join(kept)
-
-
-def has_substance(answer: str) -> bool:
-    """An answer with some words besides citations (small models sometimes return only ``[1][2]``);
-    a short factoid such as "Al Jean" or "1989" counts."""
-    words = re.findall(r"\w{2,}", _CITATION_ANY.sub(" ", answer))
-    return not looks_like_placeholder(answer) and len(words) >= 1
-
-
 # helpers ---------------------------------------------------------------------------
-
-def web_search(query: str, max_chars: int = 1500) -> str:
-    """One web search through LangChain's DuckDuckGo tool, or ``WebSearchUnavailable`` saying why not."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
-            from langchain_community.tools import DuckDuckGoSearchRun
-            tool = DuckDuckGoSearchRun()
-    except Exception as exc:  # ImportError, or the tool's own check for its search package
-        raise WebSearchUnavailable(f"web search is not available here ({type(exc).__name__}: {exc}); "
-                                   "carrying on with the knowledge base only") from exc
-    try:
-        return str(tool.invoke(query))[:max_chars]
-    except Exception as exc:  # offline, blocked or rate-limited: the tool raises many kinds
-        raise WebSearchUnavailable(f"web search failed, probably offline ({type(exc).__name__}: {exc}); "
-                                   "carrying on with the knowledge base only") from exc
-
-
-def cite_sources(answer: str, references: list[int], memory: AgentMemory) -> tuple[str, list[Hit], list[str]]:
-    """Renumber an answer's passage citations 1..k and return (answer, cited hits in order, notes).
-
-    ``[2, 5]`` becomes ``[2][5]``; citations of unknown passages are removed; when
-    the text cites nothing but the model listed references, they are appended.
-    References listed but not cited follow the cited ones (marked not cited).
-    """
-    notes = []
-    answer = _CITATION_LIST.sub(lambda m: "".join(f"[{n.strip()}]" for n in m.group(1).split(",")), answer)
-    known = list(dict.fromkeys(int(x) for x in CITATION.findall(answer)))
-    unknown = [n for n in known if memory.passage(n) is None]
-    if unknown:
-        answer = CITATION.sub(lambda m: "" if int(m.group(1)) in unknown else m.group(0), answer)
-        notes.append(f"removed citations of passages that do not exist: {unknown}")
-    cited = [n for n in known if n not in unknown]
-    listed = [n for n in dict.fromkeys(references) if memory.passage(n) is not None]
-    if not cited and listed:
-        answer = answer.rstrip() + " " + "".join(f"[{n}]" for n in listed)
-        cited = listed
-        notes.append(f"the answer cited nothing inline; appended its listed references {listed}")
-    order = cited + [n for n in listed if n not in cited]
-    new_number = {old: new for new, old in enumerate(order, start=1)}
-    answer = CITATION.sub(lambda m: f"[{new_number[int(m.group(1))]}]", answer)
-    return answer.strip(), [memory.passage(n) for n in order], notes
-
 
 def _with_token_budget(llm: LLM, token_budget: int) -> LLM:
     """A private LLM over the same backend and ledger, whose total-token budget ends
@@ -226,14 +77,6 @@ def _with_token_budget(llm: LLM, token_budget: int) -> LLM:
                     max_total_tokens=limit)
     return LLM(llm.backend, temperature=llm.temperature, max_tokens=llm.max_tokens, retries=llm.retries,
                budget=budget, ledger=llm.ledger)
-
-
-def _quoted(texts: list[str]) -> str:
-    return ", ".join(f'"{t}"' for t in texts)
-
-
-def _numbers(numbers: list[int]) -> str:
-    return ", ".join(f"[{n}]" for n in numbers)
 
 
 # the agent --------------------------------------------------------------------------
@@ -272,6 +115,7 @@ class DeepSearchAgent:
         self.web_enabled = config.agent.web_search
         self.step = 0
         self.answer_rejected = False  # the previous step's answer failed evaluation
+        self.steps_since_answer = 0  # steps since the last answer attempt (``agent.draft_every``)
         self.search_stalled = False  # the previous step's search found nothing new
         self.checks: list[str] | None = None  # the evaluation plan, made at the first answer
         self.final_answer: str | None = None
@@ -279,7 +123,9 @@ class DeepSearchAgent:
         self.finish = ""
         self.beast_reason: str | None = None
         self.error: str | None = None
-        self._collections_text = self._describe_collections()
+        self.prompter = AgentPrompter(self.question, self.prompts, self.llm, self.memory,
+                                      answer_tokens=self.answer_tokens,
+                                      collections_text=describe_collections(store, self.collections))
 
     # the loop -------------------------------------------------------------------
     def run(self) -> Result:
@@ -301,7 +147,7 @@ class DeepSearchAgent:
         self.memory.queries.append(self.question)
         self.query_dedup.remember([self.question])
         self.evidence.add(self.question, hits)
-        new_numbers = self._learn_from_search([self.question], hits)
+        new_numbers = self.memory.learn_from_search([self.question], hits, self.step, self.snippet_chars)
         self._record_search([self.question], hits, [], ["the question itself, searched before the first step"],
                             [self.question])
         self._diary(f"searched all collections for the question itself: {len(new_numbers)} passage(s).")
@@ -329,13 +175,22 @@ class DeepSearchAgent:
         return None
 
     def _take_step(self, question: str) -> None:
+        draft_due = 0 < self.limits.draft_every <= self.steps_since_answer
         allowed = allowed_actions(beast_mode=False, has_evidence=bool(self.memory.evidence),
                                   has_unvisited=bool(self.memory.unvisited()), queue_full=self.queue.is_full(),
-                                  answer_rejected=self.answer_rejected, search_stalled=self.search_stalled)
+                                  answer_rejected=self.answer_rejected, search_stalled=self.search_stalled,
+                                  draft_due=draft_due)
         self.answer_rejected = self.search_stalled = False
+        draft = allowed == ["answer"]
+        notes = [f"draft due: {self.steps_since_answer} step(s) without an answer attempt, so only answer "
+                 "is allowed"] if draft else []
+        self.steps_since_answer += 1
         schema = action_schema(allowed, self.collections, self.web_enabled, self.max_visits)
-        messages, notes = self._action_messages(question, allowed)
-        reply, entry = self._ask("action", messages, schema, self.answer_tokens, notes=notes,
+        messages, trimmed = self.prompter.action_messages(
+            question, allowed, memory_tokens=self._memory_cap(), web=self.web_enabled, max_visits=self.max_visits,
+            gap_room=min(3, self.limits.max_gap_questions - len(self.queue.pending)),
+            asked=self.question_dedup.texts[1:], draft=draft)
+        reply, entry = self._ask("action", messages, schema, self.answer_tokens, notes=notes + trimmed,
                                  question=question, allowed=allowed)
         decision = reply.root if isinstance(reply, RootModel) else reply
         if decision is None or decision.action not in allowed:
@@ -400,19 +255,12 @@ class DeepSearchAgent:
     def _tokens_left(self) -> int:
         return self.token_limit - self.llm.ledger.total_tokens
 
-    @cached_property
-    def _beast_prompt_tokens(self) -> int:
-        """The size of the beast-mode prompt without any memory."""
-        size = self.llm.count_messages(self._final_messages(memory_tokens=0)[0])
-        self.prompts.take_used()  # only measured here: not sent by the step under way
-        return size
-
     def _final_reserve(self) -> int:
         """Tokens kept back for the beast-mode answer: its prompt with today's memory (at most the
         memory cap) plus the reply.  Memory that grows later is trimmed to what is left."""
         memory, _ = self.memory.render(self.llm.count_tokens, self._memory_cap())
         memory_tokens = min(self.llm.count_tokens(memory), self._memory_cap())
-        return self._beast_prompt_tokens + memory_tokens + self.answer_tokens
+        return self.prompter.beast_prompt_tokens + memory_tokens + self.answer_tokens
 
     def _check_room(self, messages: list[dict], max_tokens: int) -> None:
         cost = self.llm.count_messages(messages) + max_tokens
@@ -424,56 +272,6 @@ class DeepSearchAgent:
     def _memory_cap(self) -> int:
         """The most tokens the memory sections may take in one prompt (a share of the budget)."""
         return int(self.memory_share * self.limits.token_budget)
-
-    # prompts -----------------------------------------------------------------------
-    def _describe_collections(self) -> str:
-        lines = []
-        for name in self.collections:
-            try:
-                description = self.store.info(name).description
-            except VectorStoreError:
-                description = ""
-            summary = re.split(r"[:.]", description, maxsplit=1)[0]
-            lines.append(f"- {name}: {one_line(summary, 110)}" if summary else f"- {name}")
-        return "\n".join(lines)
-
-    def _prompt(self, actions: str, focus: str, memory_tokens: int) -> tuple[list[dict], list[str]]:
-        """System + user messages with the memory trimmed to fit both the context and ``memory_tokens``."""
-        system = self.prompts.text("agent_system")
-        values = {"question": self.question, "focus": focus, "actions": actions}
-        fixed = self.llm.count_tokens(system + self.prompts.render("agent_action", memory="", **values))
-        room = min(self.llm.context_size - fixed - self.answer_tokens - TEMPLATE_SLACK, memory_tokens)
-        memory, notes = self.memory.render(self.llm.count_tokens, room) if room > 0 else ("", [])
-        user = self.prompts.render("agent_action", memory=memory, **values)
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}], notes
-
-    def _action_messages(self, question: str, allowed: list[str]) -> tuple[list[dict], list[str]]:
-        blocks = []
-        if "search" in allowed:
-            web = '\nSet "web": true to also search the web.' if self.web_enabled else ""
-            blocks.append(self.prompts.render("agent_action_search", web=web, collections=self._collections_text,
-                                              done="; ".join(self.memory.queries[-10:]) or "none"))
-        if "visit" in allowed:
-            documents = "\n".join(f"[{n}] {hit.title} ({hit.collection})"
-                                  for n, hit in self.memory.unvisited()[:8])
-            blocks.append(self.prompts.render("agent_action_visit", max_visits=self.max_visits,
-                                              documents=documents))
-        if "reflect" in allowed:
-            room = min(3, self.limits.max_gap_questions - len(self.queue.pending))
-            asked = "; ".join(self.question_dedup.texts[1:]) or "nothing yet"
-            blocks.append(self.prompts.render("agent_action_reflect", room=room, asked=asked))
-        if "answer" in allowed:
-            target = "the question above" if question == self.question else "the current sub-question"
-            blocks.append(self.prompts.render("agent_action_answer", target=target))
-        focus = self.prompts.render("agent_focus", sub_question=question) if question != self.question else ""
-        return self._prompt("\n\n".join(blocks), focus, self._memory_cap())
-
-    def _final_messages(self, memory_tokens: int | None = None) -> tuple[list[dict], list[str]]:
-        """The beast-mode prompt; by default its memory uses what the budget still allows."""
-        if memory_tokens is None:
-            memory_tokens = min(self._memory_cap(),
-                                self._tokens_left() - self._beast_prompt_tokens - self.answer_tokens)
-        return self._prompt(self.prompts.render("agent_beast", question=self.question), "", memory_tokens)
 
     # actions ---------------------------------------------------------------------------
     def _search(self, question: str, decision: BaseModel) -> None:
@@ -498,7 +296,7 @@ class DeepSearchAgent:
             except VectorStoreError as exc:
                 notes.append(f"search for {query!r} failed: {exc}")
         hits = interleave(groups, self.passages_per_search)
-        new_numbers = self._learn_from_search(final.kept, hits)
+        new_numbers = self.memory.learn_from_search(final.kept, hits, self.step, self.snippet_chars)
         if self.web_enabled and getattr(decision, "web", False):
             for query in final.kept:
                 new_numbers += self._web_search(query, notes)
@@ -506,20 +304,16 @@ class DeepSearchAgent:
                             collections=collections)
         self.search_stalled = not new_numbers
         if not final.kept:
-            self._diary(f"asked to search {_quoted(requested)}, but every query repeated an earlier search; "
+            self._diary(f"asked to search {quoted(requested)}, but every query repeated an earlier search; "
                         "nothing was searched.")
             return
         where = "all collections" if not chosen else ", ".join(chosen)
-        found = f"{len(new_numbers)} new passage(s) {_numbers(new_numbers)}" if new_numbers else "no new passages"
-        self._diary(f"searched {where} for {_quoted(final.kept)}: {found}.")
+        found = f"{len(new_numbers)} new passage(s) {numbered(new_numbers)}" if new_numbers else "no new passages"
+        self._diary(f"searched {where} for {quoted(final.kept)}: {found}.")
 
     def _rewrite(self, question: str, requests: list[str]) -> list[str]:
         """Up to three better queries; the requests themselves when the model gives nothing usable."""
-        prompt = self.prompts.render("agent_rewrite", question=question,
-                                     requests="\n".join(f"- {r}" for r in requests),
-                                     done="; ".join(self.memory.queries[-10:]) or "none", max_queries=MAX_QUERIES)
-        messages = [{"role": "system", "content": self.prompts.render("agent_rewrite_system")},
-                    {"role": "user", "content": prompt}]
+        messages = self.prompter.rewrite_messages(question, requests)
         reply, entry = self._ask("rewrite", messages, Rewrite, 120, requests=requests)
         proposed = [q.strip() for q in reply.queries if not looks_like_placeholder(q)] if reply else []
         # a query sharing no word with the question or the requests was copied from elsewhere
@@ -533,19 +327,6 @@ class DeepSearchAgent:
             entry.notes.append("rewriting gave nothing usable: searching the requested queries")
             return requests[:MAX_QUERIES]
         return queries[:MAX_QUERIES]
-
-    def _learn_from_search(self, queries: list[str], hits: list[Hit]) -> list[int]:
-        """Number the hits and store one knowledge item for the search; returns the new numbers."""
-        numbers, new = self.memory.add_evidence(hits)
-        lines = [f"[{n}] {self._labelled(hit, self.snippet_chars)}" for n, hit in zip(numbers, hits) if n in new]
-        repeated = [n for n in numbers if n not in new]
-        if repeated:
-            lines.append(f"Also matched passages listed earlier: {_numbers(repeated)}")
-        if lines:
-            self.memory.knowledge.append(KnowledgeItem(
-                f"What did the search for {_quoted(queries)} find?", "\n".join(lines), numbers, "search",
-                self.step))
-        return new
 
     def _web_search(self, query: str, notes: list[str]) -> list[int]:
         try:
@@ -591,30 +372,13 @@ class DeepSearchAgent:
                 except VectorStoreError as exc:
                     entry.notes.append(f"could not read {hit.source}: {exc}")
                     continue
-                numbers = self._learn_from_document(hit, chunks, entry.notes)
+                read_chunks = self.memory.learn_from_document(hit, chunks, self.step, self.document_chars,
+                                                              entry.notes)
+                self.evidence.add(f"read {hit.source}", read_chunks)
+                numbers = [self.memory.number(chunk) for chunk in read_chunks]
                 entry.kept += [hit_summary(self.memory.passage(n)) for n in numbers]
-                read.append(f'"{hit.title}" ({_numbers(numbers[:1])}-[{numbers[-1]}])' if numbers else hit.title)
+                read.append(f'"{hit.title}" ({numbered(numbers[:1])}-[{numbers[-1]}])' if numbers else hit.title)
         self._diary(f"read {', '.join(read) or 'nothing'}.")
-
-    def _learn_from_document(self, parent: Hit, chunks: list[Hit], notes: list[str]) -> list[int]:
-        """Store a document (cut to ``document_chars``) as one knowledge item; returns its passage numbers."""
-        kept, used = [], 0
-        for chunk in chunks:
-            if kept and used + len(chunk.text) > self.document_chars:
-                notes.append(f"{parent.source}: read the first {len(kept)} of {len(chunks)} chunks "
-                             f"({self.document_chars} characters)")
-                break
-            # a chunk inherits the score of the hit that led here
-            kept.append(replace(chunk, score=parent.score, similarity=parent.similarity))
-            used += len(chunk.text)
-        numbers, _ = self.memory.add_evidence(kept)
-        self.evidence.add(f"read {parent.source}", kept)
-        lines = [f"[{n}] {self._labelled(chunk)}" for n, chunk in zip(numbers, kept)]
-        if lines:
-            self.memory.knowledge.append(KnowledgeItem(
-                f'What does the document "{parent.title}" ({parent.source}) say?', "\n".join(lines), numbers,
-                "document", self.step))
-        return numbers
 
     def _reflect(self, question: str, decision: BaseModel) -> None:
         proposed = [q for q in decision.gap_questions if not looks_like_placeholder(q)]
@@ -627,11 +391,12 @@ class DeepSearchAgent:
             entry.dropped += [{"query": q, "reason": "gap-question queue is full"}
                               for q in fresh.kept if q not in added]
         if added:
-            self._diary(f"noted sub-questions to work on: {_quoted(added)}.")
+            self._diary(f"noted sub-questions to work on: {quoted(added)}.")
         else:
             self._diary("reflected but found no new sub-question.")
 
     def _answer(self, question: str, decision: BaseModel) -> None:
+        self.steps_since_answer = 0
         answer = drop_repeated_sentences(decision.answer) if has_substance(decision.answer) else ""
         references = [n for n in decision.references if self.memory.passage(n) is not None]
         if not answer:
@@ -641,12 +406,12 @@ class DeepSearchAgent:
         if question != self.question:
             self.memory.knowledge.append(KnowledgeItem(question, answer, references, "qa", self.step))
             self.queue.resolve(question)
-            self._diary(f"answered the sub-question {_quoted([question])}; saved as knowledge.")
+            self._diary(f"answered the sub-question {quoted([question])}; saved as knowledge.")
             return
         try:
             if self.checks is None:
                 self.checks = plan_checks(self._reply, self.question, self.prompts)
-            evaluation = evaluate_answer(self._reply, self.question, answer, self._passages(answer, references),
+            evaluation = evaluate_answer(self._reply, self.question, answer, self.memory.cited_text(answer, references),
                                          self.checks, self.prompts)
         except (NoRoomForCall, BudgetExceededError):
             self.beast_reason = "token budget"
@@ -670,17 +435,13 @@ class DeepSearchAgent:
         self.answer_rejected = True
         self._diary(f"answered the question; the {failed.name} check rejected it: {one_line(failed.reasoning, 160)}")
 
-    def _passages(self, answer: str, references: list[int]) -> str:
-        """The passages an answer cites (for the strict check), shortened."""
-        numbers = [int(n) for n in CITATION.findall(answer)] + references
-        hits = [(n, self.memory.passage(n)) for n in dict.fromkeys(numbers)]
-        return "\n".join(f"[{n}] {one_line(hit.text, 350)}" for n, hit in hits if hit is not None)[:2000]
-
     # endings -------------------------------------------------------------------------------
     def _beast_mode(self, reason: str) -> None:
         """All actions but answer are masked; the model must commit to an answer (not evaluated)."""
         self.beast_reason = reason
-        messages, notes = self._final_messages()
+        memory_tokens = min(self._memory_cap(),
+                            self._tokens_left() - self.prompter.beast_prompt_tokens - self.answer_tokens)
+        messages, notes = self.prompter.final_messages(memory_tokens)
         schema = action_schema(["answer"], [])
         try:
             reply, _ = self._ask("beast answer", messages, schema, self.answer_tokens, final=True,
@@ -694,11 +455,7 @@ class DeepSearchAgent:
 
     def _fallback(self, reason: str) -> None:
         """No model answer at all: list the best sub-answers and passages found, with their numbers."""
-        lines = [f"- {item.question} {one_line(item.answer, 300)}"
-                 for item in self.memory.knowledge if item.type == "qa"][-3:]
-        ranked = sorted(range(1, len(self.memory.evidence) + 1),
-                        key=lambda n: self.memory.passage(n).similarity, reverse=True)[:3]
-        lines += [f"- {one_line(self.memory.passage(n).text, 240)} [{n}]" for n in ranked]
+        lines, ranked = self.memory.findings()
         if lines:
             answer = ("No checked answer could be written. The most relevant findings were:\n" + "\n".join(lines))
         else:
@@ -728,15 +485,6 @@ class DeepSearchAgent:
     # small helpers ------------------------------------------------------------------------------
     def _diary(self, text: str) -> None:
         self.memory.diary.append(f"Step {self.step}: {text}")
-
-    @staticmethod
-    def _labelled(hit: Hit, max_chars: int | None = None) -> str:
-        """The passage on one line, after its title and section unless the text already starts with them."""
-        text = one_line(hit.text, max_chars)
-        if text.startswith(hit.title):
-            return text
-        where = f"{hit.title} / {hit.section}" if hit.section else hit.title
-        return f"{where}: {text}"
 
 
 def run_agent(question: str, config: Config, *, llm: LLM | None = None, store: VectorStore | None = None,

@@ -13,11 +13,11 @@ the oldest parts when they do not fit a token allowance.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator, Literal
 
 from helpers.prompts import fence
-from helpers.results import Hit
+from helpers.results import CITATION, Hit
 
 KnowledgeType = Literal["search", "document", "qa", "web"]
 
@@ -28,6 +28,25 @@ def one_line(text: str, max_chars: int | None = None) -> str:
     if max_chars is not None and len(text) > max_chars:
         return text[: max_chars - 1].rstrip() + "…"
     return text
+
+
+def quoted(texts: list[str]) -> str:
+    """``"a", "b"``: texts quoted for a diary line or a knowledge item's question."""
+    return ", ".join(f'"{t}"' for t in texts)
+
+
+def numbered(numbers: list[int]) -> str:
+    """``[1], [4]``: passage numbers as the model cites them."""
+    return ", ".join(f"[{n}]" for n in numbers)
+
+
+def labelled(hit: Hit, max_chars: int | None = None) -> str:
+    """The passage on one line, after its title and section unless the text already starts with them."""
+    text = one_line(hit.text, max_chars)
+    if text.startswith(hit.title):
+        return text
+    where = f"{hit.title} / {hit.section}" if hit.section else hit.title
+    return f"{where}: {text}"
 
 
 @dataclass
@@ -148,6 +167,58 @@ class AgentMemory:
 
     def passage(self, number: int) -> Hit | None:
         return self.evidence[number - 1] if 1 <= number <= len(self.evidence) else None
+
+    def number(self, hit: Hit) -> int:
+        """The evidence number of a hit already added."""
+        return self._numbers[hit.id]
+
+    def cited_text(self, answer: str, references: list[int], max_chars: int = 2000) -> str:
+        """The passages an answer cites or lists, one shortened line each (what the strict check reads)."""
+        numbers = [int(n) for n in CITATION.findall(answer)] + references
+        hits = [(n, self.passage(n)) for n in dict.fromkeys(numbers)]
+        return "\n".join(f"[{n}] {one_line(hit.text, 350)}" for n, hit in hits if hit is not None)[:max_chars]
+
+    # learning --------------------------------------------------------------
+    def learn_from_search(self, queries: list[str], hits: list[Hit], step: int, snippet_chars: int) -> list[int]:
+        """Number the hits and store one knowledge item for the search (each new passage cut to
+        ``snippet_chars``); returns the numbers of the new passages."""
+        numbers, new = self.add_evidence(hits)
+        lines = [f"[{n}] {labelled(hit, snippet_chars)}" for n, hit in zip(numbers, hits) if n in new]
+        repeated = [n for n in numbers if n not in new]
+        if repeated:
+            lines.append(f"Also matched passages listed earlier: {numbered(repeated)}")
+        if lines:
+            self.knowledge.append(KnowledgeItem(f"What did the search for {quoted(queries)} find?",
+                                                "\n".join(lines), numbers, "search", step))
+        return new
+
+    def learn_from_document(self, parent: Hit, chunks: list[Hit], step: int, max_chars: int,
+                            notes: list[str]) -> list[Hit]:
+        """Store a document's chunks (the first ``max_chars`` characters) as one knowledge item; each
+        chunk inherits the score of the hit that led to the document.  Returns the chunks kept."""
+        kept, used = [], 0
+        for chunk in chunks:
+            if kept and used + len(chunk.text) > max_chars:
+                notes.append(f"{parent.source}: read the first {len(kept)} of {len(chunks)} chunks "
+                             f"({max_chars} characters)")
+                break
+            kept.append(replace(chunk, score=parent.score, similarity=parent.similarity))
+            used += len(chunk.text)
+        numbers, _ = self.add_evidence(kept)
+        if kept:
+            self.knowledge.append(KnowledgeItem(
+                f'What does the document "{parent.title}" ({parent.source}) say?',
+                "\n".join(f"[{n}] {labelled(chunk)}" for n, chunk in zip(numbers, kept)), numbers, "document", step))
+        return kept
+
+    def findings(self) -> tuple[list[str], list[int]]:
+        """The last three sub-answers and the three passages most similar to the question, as lines of an
+        answer put together without the model, and those passages' numbers."""
+        lines = [f"- {item.question} {one_line(item.answer, 300)}" for item in self.knowledge if item.type == "qa"][-3:]
+        ranked = sorted(range(1, len(self.evidence) + 1), key=lambda n: self.evidence[n - 1].similarity,
+                        reverse=True)[:3]
+        lines += [f"- {one_line(self.evidence[n - 1].text, 240)} [{n}]" for n in ranked]
+        return lines, ranked
 
     def unvisited(self) -> list[tuple[int, Hit]]:
         """One (number, hit) per document not read yet, best-scoring hit first."""

@@ -27,7 +27,8 @@ from helpers.knowledge.retrieval import at_most_per_document, interleave, number
 from helpers.models.llm import LLM
 from helpers.prompts import fence, prompt_version, render
 from helpers.results import Hit, TraceStep, hit_summary, traced
-from helpers.strategies.reports import SENTENCE_END, cite_marks, clean_text, content_words, plain, support
+from helpers.strategies.reports import (SENTENCE_END, cite_marks, clean_text, content_words, cut_off, plain,
+                                        split_cut_sentence, support)
 
 _NUMBER = re.compile(r"\d[\d,.]*\d|\d")
 
@@ -89,12 +90,13 @@ def by_collection(searches: list[tuple[str, list[Hit]]], skip: set[str]) -> list
 
 
 def section_schema(numbers: list[int]) -> type[BaseModel]:
-    """A heading and 1-3 points, each citing one or more of ``numbers`` (the grammar enforces both)."""
+    """A heading and 2-3 points, each citing one or more of ``numbers`` (the grammar enforces both:
+    asked for "2 or 3", a 1.5B model often stops after one)."""
     cited = list[Literal[tuple(numbers)]]
     point = create_model("Point", text=(str, Field(..., **plain("one complete sentence"))),
                          sources=(cited, Field(..., min_length=1)))
     return create_model("SectionText", heading=(str, Field(..., **plain("a few words"))),
-                        points=(list[point], Field(..., min_length=1, max_length=3)))
+                        points=(list[point], Field(..., min_length=2, max_length=3)))
 
 
 class Overview(BaseModel):
@@ -154,12 +156,17 @@ def write_section(llm: LLM, question: str, section: Section, template: str | Non
         except StructuredOutputError as exc:
             entry.raw = exc.raw_replies[-1] if exc.raw_replies else ""
             entry.notes.append(f"no valid section ({exc.last_error}); left out")
-            return trace[0]
+            return entry
         entry.raw = reply.raw
         passages = dict(zip(section.numbers, (h.text for h in section.hits)))
         section.heading = clean_text(reply.value.heading) or section.topic
-        for point in reply.value.points:
+        for index, point in enumerate(reply.value.points, start=1):
             text = clean_text(point.text)
+            if text and index == len(reply.value.points) and cut_off(reply.raw):
+                text, cut = split_cut_sentence(text)
+                if cut:
+                    entry.notes.append(f"the reply limit ({reply_tokens} tokens) cut the last point; "
+                                       f"dropped its unfinished sentence: {cut}")
             if not text:
                 continue
             cited, note = check_point(text, list(dict.fromkeys(point.sources)), passages)
@@ -185,7 +192,12 @@ def write_overview(llm: LLM, question: str, sections: list[Section], template: s
         try:
             reply = llm.structured(entry.messages, Overview, step="overview", max_tokens=reply_tokens)
             entry.raw = reply.raw
-            sentences = SENTENCE_END.split(clean_text(reply.value.overview))
+            text, cut = split_cut_sentence(clean_text(reply.value.overview)) if cut_off(reply.raw) else \
+                (clean_text(reply.value.overview), "")
+            if cut:
+                entry.notes.append(f"the reply limit ({reply_tokens} tokens) cut the overview; dropped its "
+                                   f"unfinished sentence: {cut}")
+            sentences = SENTENCE_END.split(text) if text else []
         except StructuredOutputError as exc:
             entry.raw, sentences = exc.raw_replies[-1] if exc.raw_replies else "", []
             entry.notes.append(f"no valid overview ({exc.last_error}); the report starts with its sections")

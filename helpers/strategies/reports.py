@@ -28,6 +28,21 @@ def plain(description: str) -> dict:
 
 
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")  # where a text is split into sentences
+_CLOSED = re.compile(r"[.!?][\"')\]]*$")  # a sentence that ends as sentences do
+
+
+def cut_off(raw: str) -> bool:
+    """A JSON reply that stops before its closing brace: the reply limit cut it (and the parser
+    closed what was open), so its last text field may end mid-sentence."""
+    return not raw.rstrip().endswith("}")
+
+
+def split_cut_sentence(text: str) -> tuple[str, str]:
+    """``text`` less a last sentence without closing punctuation, and that fragment ('' if none)."""
+    sentences = SENTENCE_END.split(text.strip())
+    if sentences[-1] and not _CLOSED.search(sentences[-1]):
+        return " ".join(sentences[:-1]), sentences[-1]
+    return text.strip(), ""
 
 
 def clean_text(text: str) -> str:
