@@ -372,10 +372,9 @@ class DeepSearchAgent:
                 except VectorStoreError as exc:
                     entry.notes.append(f"could not read {hit.source}: {exc}")
                     continue
-                read_chunks = self.memory.learn_from_document(hit, chunks, self.step, self.document_chars,
-                                                              entry.notes)
+                read_chunks, numbers = self.memory.learn_from_document(hit, chunks, self.step, self.document_chars,
+                                                                       entry.notes)
                 self.evidence.add(f"read {hit.source}", read_chunks)
-                numbers = [self.memory.number(chunk) for chunk in read_chunks]
                 entry.kept += [hit_summary(self.memory.passage(n)) for n in numbers]
                 read.append(f'"{hit.title}" ({numbered(numbers[:1])}-[{numbers[-1]}])' if numbers else hit.title)
         self._diary(f"read {', '.join(read) or 'nothing'}.")

@@ -168,10 +168,6 @@ class AgentMemory:
     def passage(self, number: int) -> Hit | None:
         return self.evidence[number - 1] if 1 <= number <= len(self.evidence) else None
 
-    def number(self, hit: Hit) -> int:
-        """The evidence number of a hit already added."""
-        return self._numbers[hit.id]
-
     def cited_text(self, answer: str, references: list[int], max_chars: int = 2000) -> str:
         """The passages an answer cites or lists, one shortened line each (what the strict check reads)."""
         numbers = [int(n) for n in CITATION.findall(answer)] + references
@@ -193,9 +189,10 @@ class AgentMemory:
         return new
 
     def learn_from_document(self, parent: Hit, chunks: list[Hit], step: int, max_chars: int,
-                            notes: list[str]) -> list[Hit]:
+                            notes: list[str]) -> tuple[list[Hit], list[int]]:
         """Store a document's chunks (the first ``max_chars`` characters) as one knowledge item; each
-        chunk inherits the score of the hit that led to the document.  Returns the chunks kept."""
+        chunk inherits the score of the hit that led to the document.  Returns the chunks kept and
+        their evidence numbers."""
         kept, used = [], 0
         for chunk in chunks:
             if kept and used + len(chunk.text) > max_chars:
@@ -209,7 +206,7 @@ class AgentMemory:
             self.knowledge.append(KnowledgeItem(
                 f'What does the document "{parent.title}" ({parent.source}) say?',
                 "\n".join(f"[{n}] {labelled(chunk)}" for n, chunk in zip(numbers, kept)), numbers, "document", step))
-        return kept
+        return kept, numbers
 
     def findings(self) -> tuple[list[str], list[int]]:
         """The last three sub-answers and the three passages most similar to the question, as lines of an

@@ -140,6 +140,16 @@ def repeats(text: str, earlier: list[str], threshold: float = 0.6) -> str | None
     return None
 
 
+def finished(text: str, raw: str, what: str, reply_tokens: int, notes: list[str]) -> str:
+    """``text`` (the last text field of reply ``raw``) less a sentence the reply limit cut off, noted."""
+    if not cut_off(raw):
+        return text
+    text, cut = split_cut_sentence(text)
+    if cut:
+        notes.append(f"the reply limit ({reply_tokens} tokens) cut {what}; dropped its unfinished sentence: {cut}")
+    return text
+
+
 def write_section(llm: LLM, question: str, section: Section, template: str | None = None,
                   reply_tokens: int = 220) -> TraceStep:
     """One call: the section's heading and points, then the support check on each point."""
@@ -162,11 +172,8 @@ def write_section(llm: LLM, question: str, section: Section, template: str | Non
         section.heading = clean_text(reply.value.heading) or section.topic
         for index, point in enumerate(reply.value.points, start=1):
             text = clean_text(point.text)
-            if text and index == len(reply.value.points) and cut_off(reply.raw):
-                text, cut = split_cut_sentence(text)
-                if cut:
-                    entry.notes.append(f"the reply limit ({reply_tokens} tokens) cut the last point; "
-                                       f"dropped its unfinished sentence: {cut}")
+            if index == len(reply.value.points):
+                text = finished(text, reply.raw, "the last point", reply_tokens, entry.notes)
             if not text:
                 continue
             cited, note = check_point(text, list(dict.fromkeys(point.sources)), passages)
@@ -192,11 +199,7 @@ def write_overview(llm: LLM, question: str, sections: list[Section], template: s
         try:
             reply = llm.structured(entry.messages, Overview, step="overview", max_tokens=reply_tokens)
             entry.raw = reply.raw
-            text, cut = split_cut_sentence(clean_text(reply.value.overview)) if cut_off(reply.raw) else \
-                (clean_text(reply.value.overview), "")
-            if cut:
-                entry.notes.append(f"the reply limit ({reply_tokens} tokens) cut the overview; dropped its "
-                                   f"unfinished sentence: {cut}")
+            text = finished(clean_text(reply.value.overview), reply.raw, "the overview", reply_tokens, entry.notes)
             sentences = SENTENCE_END.split(text) if text else []
         except StructuredOutputError as exc:
             entry.raw, sentences = exc.raw_replies[-1] if exc.raw_replies else "", []
