@@ -30,7 +30,11 @@ sections/single (same process, runs interleaved), and the issue's goals as met /
 on the medians, with how many runs met each.  Figures are printed, never asserted.
 Reports and traces: ``outputs/bench/report/<model>/<style>-<n>.md`` and ``.json``.
 
-Usage: python bench/bench_report.py [--runs 3] [--styles single,sections] [--fast] [--set pipeline.section_passages=4]
+A style may carry settings for itself alone after ``+``, so two settings of one style are
+compared in the same run: ``--styles single,sections,sections+pipeline.section_passages=4``
+(``--set`` applies to every style).
+
+Usage: python bench/bench_report.py [--runs 3] [--styles single,sections] [--fast] [--set KEY=VALUE]
 
 The metric functions use only the standard library (helpers is imported in ``main``), so
 they can be tried on a hand-written report without loading anything.
@@ -275,10 +279,22 @@ def shown(row: dict) -> dict:
     return {k: ("-" if v is None else v) for k, v in row.items() if not k.startswith("_")}
 
 
+def style_settings(spec: str) -> dict[str, str]:
+    """The overrides of one ``--styles`` entry: ``STYLE[+KEY=VALUE...]``."""
+    style, *settings = [part.strip() for part in spec.split("+")]
+    bad = [item for item in settings if "=" not in item]
+    if bad:
+        raise ValueError(f"a style's settings are KEY=VALUE, e.g. sections+pipeline.section_passages=4 "
+                         f"(got {bad[0]!r} in {spec!r})")
+    return {"pipeline.report_style": style, **dict(item.split("=", 1) for item in settings)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3, help="runs per style (default 3)")
-    parser.add_argument("--styles", default="single,sections", help="pipeline.report_style values, comma-separated")
+    parser.add_argument("--styles", default="single,sections",
+                        help="pipeline.report_style values, comma-separated; a style may add its own settings "
+                             "after '+', e.g. sections+pipeline.section_passages=4")
     parser.add_argument("--fast", action="store_true", help="the 0.5B model (fast profile)")
     # helpers is imported here so that the metric functions above load without it
     from common import BENCH_OUT, add_settings_argument, bench_config, parsed_settings, table
@@ -301,7 +317,9 @@ def main() -> None:
     configs = {}
     for style in [s.strip() for s in args.styles.split(",") if s.strip()]:
         try:
-            configs[style] = with_overrides(config, {"pipeline.report_style": style})
+            configs[style] = with_overrides(config, style_settings(style))
+        except ValueError as exc:
+            parser.error(str(exc))
         except ConfigError as exc:
             print(f"style {style!r} skipped: {exc}")
     if not configs:
@@ -316,8 +334,9 @@ def main() -> None:
     for n in range(1, args.runs + 1):
         for style, style_config in configs.items():  # interleaved: drift hits every style alike
             result = run_pipeline(DEMO_QUESTION, style_config)
-            result.save(out / f"{style}-{n}.json")
-            (out / f"{style}-{n}.md").write_text(result.report_markdown())
+            stem = re.sub(r"[^\w.=-]+", "_", style) + f"-{n}"
+            result.save(out / f"{stem}.json")
+            (out / f"{stem}.md").write_text(result.report_markdown())
             cited = set(map(int, CITATION.findall(result.answer)))
             row = {"style": style, "run": n,
                    "writer": "sections" if result.steps("section") else "single",
