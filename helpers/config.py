@@ -88,6 +88,9 @@ class PipelineConfig(BaseModel):
     report_style: Literal["sections", "single"] = "sections"
     report_sections: int = Field(4, ge=1, le=8)
     section_passages: int = Field(3, ge=2, le=6)
+    # per_passage: one sentence from each of a section's passages in turn (every passage shown is cited
+    # unless a check drops it); free: 2-3 points, each citing any of its passages
+    section_points: Literal["per_passage", "free"] = "per_passage"
     report_max_tokens: int = Field(1024, ge=64)  # reply limit for the final report (longer than other replies)
 
 

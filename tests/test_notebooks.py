@@ -23,8 +23,10 @@ from servers import free_port
 
 from helpers.config import PROJECT_ROOT
 from helpers.lab.execution import venv_kernel_name
-from helpers.lab.notebooks import (DB_DIR_ENV, NOTEBOOK_DIR, check_citations, execute_notebook, kernel_env, milvus_path,
-                                   notebook_config, notebook_paths, renumber_citations)
+from helpers.lab.notebooks import (DB_DIR_ENV, NOTEBOOK_DIR, PROMPTS_ENV, check_citations, execute_notebook, kernel_env,
+                                   lab_prompts, milvus_path, notebook_config, notebook_paths, prompts_file,
+                                   renumber_citations, save_prompt)
+from helpers.prompts import get_prompt, prompt_version
 
 EXPECTED = [
     "00_setup_and_first_call", "01_knowledge_base", "02_decomposition", "03_routing",
@@ -161,6 +163,24 @@ def test_run_buttons_run_their_callback_and_report_errors():
     assert len(seen) == 2 and len(errors) == 1 and "ValueError: no such depth 3" in errors[0]
 
 
+def test_a_saved_prompt_reaches_the_lab_prompt_set(monkeypatch, tmp_path):
+    """Notebook 05's Save button: the edited text joins the prompts saved before, in the file that
+    notebook 07 (``lab_prompts``) and the CLI's ``--prompts`` read."""
+    from helpers.lab import display
+
+    monkeypatch.setenv(PROMPTS_ENV, str(tmp_path / "lab.json"))
+    assert prompts_file() == tmp_path / "lab.json" and lab_prompts().edited == {}
+    save_prompt("decompose", "Split $question into parts.")
+    editor = display.prompt_editor(get_prompt("reflect"), lambda text: None, save=lambda t: save_prompt("reflect", t))
+    editor.children[0].value = "Find what is missing for $question."
+    save_button = editor.children[1].children[1]
+    assert save_button.description == "Save prompt"
+    save_button.click()
+    assert lab_prompts().edited == {"decompose": "Split $question into parts.",
+                                    "reflect": "Find what is missing for $question."}
+    assert lab_prompts().version("reflect") != prompt_version("reflect")
+
+
 def test_citation_helpers():
     sources = ["a", "b", "c"]
     check = check_citations("Born in 1989 [1]. Moved in 2009 [3][5]. Nothing here.", sources)
@@ -179,8 +199,10 @@ def test_the_kernel_runs_this_interpreter():
 # -- execution (slow) --------------------------------------------------------------------
 @pytest.fixture(scope="session")
 def fast_kernel(tmp_path_factory):
-    """Kernel name and environment: fast mode, offline, notebook databases in a fresh folder for this session."""
-    env = kernel_env(fast=True, extra={DB_DIR_ENV: str(tmp_path_factory.mktemp("notebook_milvus"))})
+    """Kernel name and environment: fast mode, offline, notebook databases and the lab's prompt file in fresh
+    folders for this session (notebook 05's Save button writes it, notebook 07 then loads it)."""
+    env = kernel_env(fast=True, extra={DB_DIR_ENV: str(tmp_path_factory.mktemp("notebook_milvus")),
+                                       PROMPTS_ENV: str(tmp_path_factory.mktemp("lab_prompts") / "lab_prompts.json")})
     for var in ("DSL_PROVIDER", "DSL_MODEL", "OLLAMA_HOST", "OPENAI_BASE_URL", "MILVUS_URI", "DSL_MILVUS_URI"):
         env.pop(var, None)
     # llama.cpp uses every core (pytest only waits while a notebook runs).  On a machine shared with other

@@ -81,6 +81,33 @@ def test_write_report_drops_repeats_restated_and_unsupported_overview_sentences(
     assert "[3]" in backend.calls_for("section")[1]["messages"][0]["content"]    # report-wide numbers
 
 
+def test_per_passage_points_cite_each_passage_by_its_key_and_are_checked_like_any_point():
+    sections = [Section("animation", [hit("a", "Digital ink and paint arrived in 2002."),
+                                      hit("b", "High definition came in 2009."),
+                                      hit("c", "The opening sequence was redrawn in 2009.")], [1, 2, 3]),
+                Section("cast", [hit("d", "Harry Shearer left in 2015 and returned."),
+                                 hit("e", "Hank Azaria stopped voicing Apu in 2020."),
+                                 hit("f", "Cast Losses and Recasting. Several voices were recast.")], [4, 5, 6])]
+    script = {"section": Seq({"heading": "Animation", "passage_1": "High definition came in 2009.",
+                              "passage_2": "Digital ink and paint arrived in 2002.",
+                              "passage_3": "The show won awards in 1990."},
+                             {"heading": "Cast", "passage_4": "Harry Shearer left in 2015 and returned.",
+                              "passage_5": "Hank Azaria stopped voicing Apu in 2020.",
+                              "passage_6": "Cast Losses and Recasting"}),  # a title, not a sentence
+              "overview": {"overview": "The look and the cast changed."}}
+    backend = StepScriptedBackend(script)
+    report, _, steps = write_report(LLM(backend), "How did it change?", sections, per_passage=True)
+    assert report == ("The look and the cast changed.\n\n## Animation\n\nHigh definition came in 2009. [2] "
+                      "Digital ink and paint arrived in 2002. [1]\n\n## Cast\n\n"
+                      "Harry Shearer left in 2015 and returned. [4] Hank Azaria stopped voicing Apu in 2020. [5]")
+    assert steps[0].prompts[0].startswith("report_section_per_passage@")
+    assert any(note.startswith("re-cited [2] instead of [1]") for note in steps[0].notes)
+    assert any("numbers ['1990'] are in no passage" in note for note in steps[0].notes)
+    assert steps[1].notes == ["dropped words that do not end as a sentence: Cast Losses and Recasting…"]
+    prompt = backend.calls_for("section")[1]["messages"][0]["content"]
+    assert '"passage_4": "...", "passage_5": "...", "passage_6": "..."' in prompt and re.search(r"from passage\s+\[4\]", prompt)
+
+
 def test_a_sentence_the_reply_limit_cut_is_dropped_not_printed():
     sections = [Section("animation", [hit("a", "Digital ink and paint arrived in 2002."),
                                       hit("b", "High definition came in 2009 with a new opening sequence.")], [1, 2])]
@@ -142,18 +169,18 @@ def test_the_pipeline_writes_a_sectioned_report(simpsons_kb):
                                      "pipeline.report_sections": 2,
                                      "pipeline.subquery_focus": 0.0})
 
-    def passage_point(messages):  # points copied from the first two passages shown: they pass the support check
+    def passage_points(messages):  # one point per passage (the default), its first sentence: each passes the checks
         content = messages[0]["content"]
-        texts = [block.split("\n")[0] for block in content.split("<<<DATA\n")[1:3]]
-        numbers = [int(n) for n in re.findall(r"^\[(\d+)\]", content, flags=re.MULTILINE)[:2]]
-        return {"heading": "Findings", "points": [{"text": text, "sources": [number]}
-                                                  for text, number in zip(texts, numbers)]}
+        texts = [re.match(r".*?[.!?](?=\s)", block, flags=re.DOTALL).group().replace("\n", " ")
+                 for block in content.split("<<<DATA\n")[1:]]
+        numbers = [int(n) for n in re.findall(r"^\[(\d+)\]", content, flags=re.MULTILINE)]
+        return {"heading": "Findings", **{f"passage_{n}": text for n, text in zip(numbers, texts)}}
 
     backend = StepScriptedBackend({
         "decompose": {"queries": ["animation studios and digital colouring", "voice cast changes"]},
         "route": Seq({"routes": [{"collection": "simpsons_production", "query": "animation studios digital ink"}]},
                      {"routes": [{"collection": "simpsons_characters", "query": "voice cast recasting"}]}),
-        "relevance": {"relevant": list(range(1, 30))}, "reflect": {"gaps": []}, "section": passage_point,
+        "relevance": {"relevant": list(range(1, 30))}, "reflect": {"gaps": []}, "section": passage_points,
         "overview": {"overview": "The show changed."}})
     result = run_pipeline("How have The Simpsons changed over time?", config,
                           llm=LLM(backend, budget=Budget(max_calls=20, max_prompt_tokens=15000)), store=store,

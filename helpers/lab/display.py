@@ -152,8 +152,10 @@ def press_all() -> list[str]:
     return [error for press in list(_PANELS) if (error := press())]
 
 
-def prompt_editor(template: str, run: Callable[[str], Any], *, label: str = "Run", rows: int = 14):
-    """A text area holding a prompt, a Run button that calls ``run(text)``, a Reset button and an output area.
+def prompt_editor(template: str, run: Callable[[str], Any], *, label: str = "Run", rows: int = 14,
+                  save: Callable[[str], Any] | None = None):
+    """A text area holding a prompt, a Run button that calls ``run(text)``, a Reset button and an output area;
+    with ``save``, a Save button that calls ``save(text)`` (e.g. ``helpers.lab.notebooks.save_prompt``).
 
     Nothing runs until a button is pressed, so executing the notebook headless never waits on it.
     """
@@ -161,14 +163,16 @@ def prompt_editor(template: str, run: Callable[[str], Any], *, label: str = "Run
 
     editor = widgets.Textarea(value=template, layout=widgets.Layout(width="100%", height=f"{rows * 1.4:.0f}em"))
     output = widgets.Output()
-    run_button = _run_button(label, lambda button: _run_into(output, button, run, editor.value))
+    buttons = [_run_button(label, lambda button: _run_into(output, button, run, editor.value))]
+    if save is not None:
+        buttons.append(_run_button("Save prompt", lambda button: _run_into(output, button, save, editor.value)))
     reset_button = widgets.Button(description="Reset prompt", icon="undo")
 
     def reset(_):
         editor.value = template
 
     reset_button.on_click(reset)
-    return widgets.VBox([editor, widgets.HBox([run_button, reset_button]), output])
+    return widgets.VBox([editor, widgets.HBox([*buttons, reset_button]), output])
 
 
 def run_panel(run: Callable[..., Any], controls: dict[str, Any], *, label: str = "Run"):

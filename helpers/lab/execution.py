@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Iterable
 
 from helpers.config import PROJECT_ROOT, load_config
-from helpers.lab.workspace import notebook_paths
+from helpers.lab.workspace import PROMPTS_ENV, notebook_paths
 from helpers.models.llm import available_cores, cpu_name
 
 DEFAULT_OUT = PROJECT_ROOT / "outputs" / "notebooks"
@@ -130,9 +130,11 @@ def _cell_seconds(cell) -> float:
 def execute_notebooks(paths: Iterable[str | Path] | None = None, out_dir: str | Path = DEFAULT_OUT,
                       timeout: int = 600, *, fast: bool | None = None, html_export: bool = True,
                       verbose: bool = True) -> list[NotebookRun]:
-    """Run notebooks one after another (all of the series by default); return one ``NotebookRun`` each."""
+    """Run notebooks one after another (all of the series by default); return one ``NotebookRun`` each.
+    Their prompt file is ``out_dir/lab_prompts.json``: a headless run neither reads nor changes the
+    prompts a learner saved."""
     kernel = venv_kernel_name()
-    env = kernel_env(fast)
+    env = kernel_env(fast, extra={PROMPTS_ENV: str(Path(out_dir).resolve() / "lab_prompts.json")})
     runs = []
     for path in (list(paths) if paths is not None else notebook_paths()):
         run = execute_notebook(path, out_dir, timeout=timeout, env=env, kernel_name=kernel,

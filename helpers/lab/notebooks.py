@@ -4,7 +4,8 @@
   Milvus Lite directory of the notebook's own, so two open kernels never fight over one
   database lock; ``DSL_FAST=1`` is applied by ``load_config`` itself), ``knowledge_base(config)``
   (ingest the manifest, idempotent; returns the store and the embedder), ``environment_rows``, and
-  ``PROMPTS_FILE``, where a notebook saves an edited prompt set for the others and the CLI.
+  the lab's prompt file: ``save_prompt(name, text)`` adds an edited prompt to it, ``lab_prompts()``
+  loads it for the other notebooks, ``prompts_file()`` says where it is (for the CLI's ``--prompts``).
 * ``helpers.lab.display``: ``table_html``, ``usage_table``, ``format_step``, the widgets
   ``prompt_editor``, ``run_panel`` and ``trace_viewer``, and small analysis glue.
 * ``helpers.lab.execution``: ``execute_notebooks(...)`` runs notebooks top to bottom.
@@ -13,11 +14,12 @@ from helpers.config import fast_mode
 from helpers.lab.display import (check_citations, confusion_matrix, format_step, project_2d, prompt_editor,
                                  renumber_citations, run_panel, table_html, trace_viewer, usage_table)
 from helpers.lab.execution import DEFAULT_OUT, NotebookRun, execute_notebook, execute_notebooks, kernel_env
-from helpers.lab.workspace import (DB_DIR_ENV, NOTEBOOK_DIR, PROMPTS_FILE, collection_vectors, config_summary,
-                                   environment_rows, knowledge_base, milvus_path, notebook_config, notebook_paths)
+from helpers.lab.workspace import (DB_DIR_ENV, NOTEBOOK_DIR, PROMPTS_ENV, collection_vectors, config_summary,
+                                   environment_rows, knowledge_base, lab_prompts, milvus_path, notebook_config,
+                                   notebook_paths, prompts_file, save_prompt)
 
-__all__ = ["DB_DIR_ENV", "DEFAULT_OUT", "NOTEBOOK_DIR", "NotebookRun", "PROMPTS_FILE", "check_citations",
+__all__ = ["DB_DIR_ENV", "DEFAULT_OUT", "NOTEBOOK_DIR", "NotebookRun", "PROMPTS_ENV", "check_citations",
            "collection_vectors", "config_summary", "confusion_matrix", "environment_rows", "execute_notebook",
-           "execute_notebooks", "fast_mode", "format_step", "kernel_env", "knowledge_base", "milvus_path",
-           "notebook_config", "notebook_paths", "project_2d", "prompt_editor", "renumber_citations", "run_panel",
-           "table_html", "trace_viewer", "usage_table"]
+           "execute_notebooks", "fast_mode", "format_step", "kernel_env", "knowledge_base", "lab_prompts",
+           "milvus_path", "notebook_config", "notebook_paths", "project_2d", "prompt_editor", "prompts_file",
+           "renumber_citations", "run_panel", "save_prompt", "table_html", "trace_viewer", "usage_table"]

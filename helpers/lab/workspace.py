@@ -15,10 +15,33 @@ from pathlib import Path
 from typing import Any
 
 from helpers.config import PROJECT_ROOT, Config, fast_mode, is_server_uri, load_config
+from helpers.prompts import PromptSet, prompt_version
 
 NOTEBOOK_DIR = PROJECT_ROOT / "notebooks"
 DB_DIR_ENV = "DSL_NOTEBOOK_DB_DIR"  # where per-notebook Milvus Lite directories go (default outputs/milvus)
-PROMPTS_FILE = PROJECT_ROOT / "outputs" / "prompts" / "lab_prompts.json"  # the prompt set notebooks save and load
+PROMPTS_ENV = "DSL_LAB_PROMPTS"  # the lab's prompt file (default outputs/prompts/lab_prompts.json)
+
+
+def prompts_file() -> Path:
+    """The file where notebooks save edited prompts and load them back (notebook 07, ``--prompts``).
+    Headless runs of the series point ``DSL_LAB_PROMPTS`` elsewhere, so they never read or change a
+    learner's saved prompts."""
+    chosen = os.environ.get(PROMPTS_ENV)
+    path = Path(chosen) if chosen else PROJECT_ROOT / "outputs" / "prompts" / "lab_prompts.json"
+    return path if path.is_absolute() else PROJECT_ROOT / path
+
+
+def lab_prompts() -> PromptSet:
+    """The saved prompt set (the shipped prompts where nothing was saved)."""
+    path = prompts_file()
+    return PromptSet.load(path) if path.exists() else PromptSet()
+
+
+def save_prompt(name: str, text: str) -> str:
+    """Add one edited prompt to the lab's prompt file, keeping the others saved there; says what it did."""
+    path = PromptSet({**lab_prompts().edited, name: text}).save(prompts_file())
+    return (f"saved {name} ({prompt_version(name, text)}) to {path}; notebook 07 loads it, and the command line "
+            f"takes it with --prompts {path}")
 
 
 def notebook_paths() -> list[Path]:

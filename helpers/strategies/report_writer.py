@@ -2,9 +2,11 @@
 
     outline: one section per collection the evidence comes from (or per sub-query search,
              in a knowledge base of one collection), each with its own 2-4 passages
-    -> one short call per section: a heading and 2-3 points, each citing its passages
-    -> checks: a point that repeats an earlier one is dropped; a point whose numbers or
-       words its cited passages do not hold is re-cited to the passage that does, or dropped
+    -> one short call per section: a heading and 2-3 points, each citing its passages (or, with
+       ``pipeline.section_points: per_passage``, one sentence from each passage in turn)
+    -> checks: words that do not end as a sentence are dropped; a point that repeats an earlier
+       one is dropped; a point whose numbers or words its cited passages do not hold is re-cited
+       to the passage that does, or dropped
     -> one short call for the overview, written from the section texts (a sentence with a
        number the sections do not state is dropped)
 
@@ -89,9 +91,14 @@ def by_collection(searches: list[tuple[str, list[Hit]]], skip: set[str]) -> list
     return [(topics[name], hits) for name, hits in groups.items()]
 
 
-def section_schema(numbers: list[int]) -> type[BaseModel]:
+def section_schema(numbers: list[int], per_passage: bool = False) -> type[BaseModel]:
     """A heading and 2-3 points, each citing one or more of ``numbers`` (the grammar enforces both:
-    asked for "2 or 3", a 1.5B model often stops after one)."""
+    asked for "2 or 3", a 1.5B model often stops after one).  ``per_passage``: a heading and one
+    sentence under each passage's own key (``passage_5``), so the key tells the model which passage
+    to read and every passage gives a point."""
+    if per_passage:
+        return create_model("SectionNotes", heading=(str, Field(..., **plain("a few words"))),
+                            **{f"passage_{n}": (str, Field(..., **plain("one complete sentence"))) for n in numbers})
     cited = list[Literal[tuple(numbers)]]
     point = create_model("Point", text=(str, Field(..., **plain("one complete sentence"))),
                          sources=(cited, Field(..., min_length=1)))
@@ -150,18 +157,28 @@ def finished(text: str, raw: str, what: str, reply_tokens: int, notes: list[str]
     return text
 
 
+def written_points(value: BaseModel, numbers: list[int], per_passage: bool) -> list[tuple[str, list[int]]]:
+    """The (text, cited numbers) pairs of a section reply, in order."""
+    if per_passage:
+        return [(getattr(value, f"passage_{n}"), [n]) for n in numbers]
+    return [(point.text, list(dict.fromkeys(point.sources))) for point in value.points]
+
+
 def write_section(llm: LLM, question: str, section: Section, template: str | None = None,
-                  reply_tokens: int = 220) -> TraceStep:
+                  per_passage: bool = False) -> TraceStep:
     """One call: the section's heading and points, then the support check on each point."""
     trace: list[TraceStep] = []
+    name = "report_section_per_passage" if per_passage else "report_section"
+    reply_tokens = 40 + 60 * (len(section.numbers) if per_passage else 3)  # a heading, then ~60 per point
     with traced(trace, llm.ledger, "section", topic=section.topic) as entry:
-        entry.prompts = [prompt_version("report_section", template)]
+        entry.prompts = [prompt_version(name, template)]
+        keys = ", ".join(f'"passage_{n}": "..."' for n in section.numbers)
         entry.messages = [{"role": "user", "content": render(
-            "report_section", template, question=question, topic=section.topic,
+            name, template, question=question, topic=section.topic, keys=keys,
             passages=numbered_chunks(section.hits, start=section.numbers[0]), first=section.numbers[0])}]
         entry.kept = [hit_summary(h) for h in section.hits]
         try:
-            reply = llm.structured(entry.messages, section_schema(section.numbers), step="section",
+            reply = llm.structured(entry.messages, section_schema(section.numbers, per_passage), step="section",
                                    max_tokens=reply_tokens)
         except StructuredOutputError as exc:
             entry.raw = exc.raw_replies[-1] if exc.raw_replies else ""
@@ -170,13 +187,17 @@ def write_section(llm: LLM, question: str, section: Section, template: str | Non
         entry.raw = reply.raw
         passages = dict(zip(section.numbers, (h.text for h in section.hits)))
         section.heading = clean_text(reply.value.heading) or section.topic
-        for index, point in enumerate(reply.value.points, start=1):
-            text = clean_text(point.text)
-            if index == len(reply.value.points):
+        points = written_points(reply.value, section.numbers, per_passage)
+        for index, (text, cited) in enumerate(points, start=1):
+            text = clean_text(text)
+            if index == len(points):
                 text = finished(text, reply.raw, "the last point", reply_tokens, entry.notes)
+            text, fragment = split_cut_sentence(text)
+            if fragment:  # e.g. a passage's title written as a point
+                entry.notes.append(f"dropped words that do not end as a sentence: {' '.join(fragment.split()[:8])}…")
             if not text:
                 continue
-            cited, note = check_point(text, list(dict.fromkeys(point.sources)), passages)
+            cited, note = check_point(text, cited, passages)
             if note:
                 entry.notes.append(note)
             if cited:
@@ -216,8 +237,8 @@ def write_overview(llm: LLM, question: str, sections: list[Section], template: s
     return entry.parsed, trace[0]
 
 
-def write_report(llm: LLM, question: str, sections: list[Section],
-                 templates: dict[str, str | None] | None = None) -> tuple[str, list[Hit], list[TraceStep]]:
+def write_report(llm: LLM, question: str, sections: list[Section], templates: dict[str, str | None] | None = None,
+                 per_passage: bool = False) -> tuple[str, list[Hit], list[TraceStep]]:
     """The whole report: each section, then the repeat check across sections, then the overview
     (less any sentence that restates a point).
     Returns the Markdown, the passages in citation order, and the trace steps.  A call the budget
@@ -226,7 +247,8 @@ def write_report(llm: LLM, question: str, sections: list[Section],
     steps: list[TraceStep] = []
     try:
         for section in sections:
-            steps.append(write_section(llm, question, section, templates.get("report_section")))
+            name = "report_section_per_passage" if per_passage else "report_section"
+            steps.append(write_section(llm, question, section, templates.get(name), per_passage))
     except BudgetExceededError as exc:
         steps.append(TraceStep("budget", notes=[f"{exc}; the report keeps the sections written so far"]))
     written: list[str] = []
