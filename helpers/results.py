@@ -13,9 +13,10 @@ import json
 import re
 import time
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from helpers.models.usage import UsageLedger
 
@@ -147,11 +148,25 @@ class Result:
         return "\n".join(lines) + "\n"
 
 
+_STEP_LISTENERS: ContextVar[tuple[Callable[["TraceStep"], None], ...]] = ContextVar("step_listeners", default=())
+
+
+@contextmanager
+def on_each_step(listener: Callable[["TraceStep"], None]) -> Iterator[None]:
+    """Within this block, call ``listener(step)`` as each traced step ends (e.g. to print a line per
+    step while a long run is still going)."""
+    token = _STEP_LISTENERS.set(_STEP_LISTENERS.get() + (listener,))
+    try:
+        yield
+    finally:
+        _STEP_LISTENERS.reset(token)
+
+
 @contextmanager
 def traced(trace: list[TraceStep], ledger: UsageLedger | None, step: str, iteration: int = 0,
            **inputs: Any) -> Iterator[TraceStep]:
     """Record one step: the calls, tokens and seconds it used are taken from the ledger
-    (``None`` for a step that makes no model call)."""
+    (``None`` for a step that makes no model call); listeners (``on_each_step``) hear of it."""
     entry = TraceStep(step, iteration, inputs)
     before = (ledger.calls, ledger.prompt_tokens, ledger.completion_tokens) if ledger is not None else (0, 0, 0)
     started = time.perf_counter()
@@ -164,6 +179,8 @@ def traced(trace: list[TraceStep], ledger: UsageLedger | None, step: str, iterat
             entry.completion_tokens = ledger.completion_tokens - before[2]
         entry.seconds = round(time.perf_counter() - started, 3)
         trace.append(entry)
+        for listener in _STEP_LISTENERS.get():
+            listener(entry)
 
 
 def hit_summary(hit: Hit) -> dict:

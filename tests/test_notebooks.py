@@ -181,6 +181,23 @@ def test_a_saved_prompt_reaches_the_lab_prompt_set(monkeypatch, tmp_path):
     assert lab_prompts().version("reflect") != prompt_version("reflect")
 
 
+def test_each_step_is_heard_as_it_ends():
+    """What ``stream_steps`` and widget runs print: one line per traced step, only inside the block."""
+    from helpers.lab.display import step_line
+    from helpers.results import on_each_step, traced
+
+    heard, trace = [], []
+    with on_each_step(lambda step: heard.append(step.step)):
+        with traced(trace, None, "retrieve"):
+            pass
+        with traced(trace, None, "reflect", iteration=2) as entry:
+            entry.notes.append("no gaps: the loop ends")
+    with traced(trace, None, "synthesize"):
+        pass
+    assert heard == ["retrieve", "reflect"]
+    assert step_line(trace[1]) == "reflect #2: 0 call(s), 0+0 tokens, 0.0 s · no gaps: the loop ends"
+
+
 def test_citation_helpers():
     sources = ["a", "b", "c"]
     check = check_citations("Born in 1989 [1]. Moved in 2009 [3][5]. Nothing here.", sources)

@@ -17,13 +17,14 @@ from helpers.evaluation.harness import EvalQuestion, run_evaluation
 from helpers.knowledge.embeddings import get_embedder
 from helpers.models.llm import LLM, Budget
 from helpers.prompts import PromptSet, get_prompt, prompt_names, prompt_version
-from helpers.results import Result
+from helpers.results import Hit, Result
 from helpers.strategies.answer_checks import ALWAYS_CHECK, OPTIONAL_CHECKS
 from helpers.strategies.chain import run_chain
-from helpers.strategies.pipeline import run_pipeline
+from helpers.strategies.pipeline import run_pipeline, synthesize
 
 PACKAGE = Path(__file__).resolve().parents[1] / "helpers"
 QUESTION = "How did the animation of The Simpsons change?"
+HIT = Hit("h1", "Film Roman animated the show from 1992.", 0.9, "c", "anim.md", "Animation", "", 0)
 
 
 def test_every_prompt_file_is_used_and_no_prompt_text_lives_in_python():
@@ -31,7 +32,7 @@ def test_every_prompt_file_is_used_and_no_prompt_text_lives_in_python():
     checks = {f"agent_check_{name}" for name in [*OPTIONAL_CHECKS, ALWAYS_CHECK]}  # named by the check
     unused = [name for name in prompt_names() if f'"{name}"' not in code and name not in checks]
     assert not unused, f"prompt files no code renders: {unused}"
-    inline = re.findall(r'"content": "[A-Z][^"]{20,}', code)
+    inline = re.findall(r'"content":\s*\(?\s*f?"[A-Z][^"]{20,}', code)  # also f-strings and wrapped lines
     assert not inline, f"prompt text written in Python: {inline}"
 
 
@@ -66,6 +67,16 @@ def test_an_edited_prompt_reaches_the_pipeline_and_its_trace(simpsons_kb):
     assert backend.calls_for("reflect")[0]["messages"][0]["content"].startswith("EDITED REFLECT.")
     assert result.steps("reflect")[0].prompts == [prompt_version("reflect", edited["reflect"])]
     assert result.steps("decompose")[0].prompts == [prompt_version("decompose")]
+
+
+def test_an_edited_free_text_prompt_reaches_the_fallback_after_a_failed_structured_reply():
+    fallback = "Write freely about $question from these: $sources"
+    backend = StepScriptedBackend({"answer": Seq("no json here", "It was animated by Film Roman [1].")})
+    answer, _, step = synthesize(LLM(backend, retries=0), "Who animated it?", [HIT], kind="answer", step="answer",
+                                 fallback_template=fallback)
+    assert answer == "It was animated by Film Roman [1]."
+    assert backend.calls[-1]["messages"][0]["content"].startswith("Write freely about Who animated it?")
+    assert step.prompts[-1] == prompt_version("answer_naive", fallback) != prompt_version("answer_naive")
 
 
 def test_an_edited_prompt_reaches_the_chain(simpsons_kb):

@@ -200,11 +200,12 @@ class JudgeVerdict(BaseModel):
     reason: str
 
 
-def judge_answer(question: EvalQuestion, answer: str, config: Config) -> tuple[str, str, int]:
-    """An LLM's verdict with our rubric; returns (verdict, reason, tokens used)."""
+def judge_answer(question: EvalQuestion, answer: str, config: Config,
+                 template: str | None = None) -> tuple[str, str, int]:
+    """An LLM's verdict with our rubric (or an edited ``judge`` prompt); returns (verdict, reason, tokens used)."""
     llm = make_llm(config)
     gold = "the corpus does not contain the answer" if not question.answerable else question.answer
-    messages = [{"role": "user", "content": render("judge", question=question.question, gold=gold,
+    messages = [{"role": "user", "content": render("judge", template, question=question.question, gold=gold,
                                                    answer=fence(answer[:2000]))}]
     try:
         reply = llm.structured(messages, JudgeVerdict, step="judge", max_tokens=120)
@@ -299,7 +300,8 @@ def evaluate_one(question: EvalQuestion, spec: str, config: Config, ks: list[int
         trace_dir.mkdir(parents=True, exist_ok=True)
         result.save(trace_dir / f"{label.replace(':', '-').replace('/', '-')}__{question.id}.json")
     if judge and not error:
-        row["judge"], row["judge_reason"], row["judge_tokens"] = judge_answer(question, result.answer, config)
+        row["judge"], row["judge_reason"], row["judge_tokens"] = judge_answer(
+            question, result.answer, config, as_prompt_set(prompts).template("judge"))
     return row
 
 

@@ -7,7 +7,7 @@ import html
 import traceback
 from typing import Any, Callable, Iterable
 
-from helpers.results import CITATION
+from helpers.results import CITATION, on_each_step
 
 
 # -- tables -------------------------------------------------------------------------------
@@ -114,16 +114,32 @@ def format_step(step, number: int | None = None, total: int | None = None) -> st
 _PANELS: list[Callable[[], str | None]] = []  # each Run button's action, in the order they were made
 
 
+def step_line(step) -> str:
+    """One line for a finished step: name, round, calls, tokens, seconds, first note."""
+    where = f" #{step.iteration}" if step.iteration else ""
+    note = f" · {step.notes[0][:100]}" if step.notes else ""
+    return (f"{step.step}{where}: {step.calls} call(s), {step.prompt_tokens}+{step.completion_tokens} tokens, "
+            f"{step.seconds:.1f} s{note}")
+
+
+def stream_steps():
+    """``with stream_steps(): run_pipeline(...)`` prints one line per step as it ends, so a long cell
+    shows its progress (widget runs do this by themselves)."""
+    return on_each_step(lambda step: print(step_line(step), flush=True))
+
+
 def _run_into(output, button, run: Callable[..., Any], *args: Any, **kwargs: Any) -> str | None:
     """Call ``run`` into ``output`` with ``button`` disabled meanwhile (a second click cannot queue
-    another run); an exception is shown where the reader looks and returned as text."""
+    another run), printing one line per step as it ends; an exception is shown where the reader
+    looks and returned as text."""
     from IPython.display import display
 
     button.disabled = True
     with output:
         output.clear_output()
         try:
-            value = run(*args, **kwargs)
+            with stream_steps():
+                value = run(*args, **kwargs)
             if value is not None:
                 display(value)
             return None

@@ -28,6 +28,7 @@ from helpers.errors import (BackendUnreachableError, BudgetExceededError, BuildM
 from helpers.models.model_files import CATALOGUE, resolve_gguf
 from helpers.models.structured import ReplyParseError, parse_reply, schema_for_prompt
 from helpers.models.usage import CallRecord, UsageLedger
+from helpers.prompts import render
 
 T = TypeVar("T", bound=BaseModel)
 Messages = list[dict[str, str]]
@@ -422,9 +423,8 @@ class LLM:
                 if completion.finish_reason == "length":
                     error += " (the reply was cut off at the token limit: answer more briefly)"
             conversation = [*messages, {"role": "assistant", "content": completion.text[:1500]},
-                            {"role": "user", "content": (
-                                f"That reply could not be used: {error}. Reply again with only a JSON "
-                                f"value matching this schema: {schema_for_prompt(schema)}")}]
+                            {"role": "user", "content": render("structured_repair", error=error,
+                                                               schema=schema_for_prompt(schema))}]
         raise StructuredOutputError(step, raws, error)
 
 

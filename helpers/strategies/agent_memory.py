@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator, Literal
 
-from helpers.prompts import fence
+from helpers.prompts import fence, render
 from helpers.results import CITATION, Hit
 
 KnowledgeType = Literal["search", "document", "qa", "web"]
@@ -79,11 +79,9 @@ class BadAttempt:
     step: int
 
     def render(self, number: int) -> str:
-        return (f"Attempt {number} (step {self.step}), rejected by the {self.check} check.\n"
-                f"Answer given:\n{fence(one_line(self.answer, 300))}\n"
-                f"Why it was rejected: {one_line(self.verdict, 250)}\n"
-                f"What went wrong: {one_line(self.problem, 250)}\n"
-                f"Learned strategy: {one_line(self.next_step, 250)}")
+        return render("agent_bad_attempt", number=number, step=self.step, check=self.check,
+                      answer=fence(one_line(self.answer, 300)), verdict=one_line(self.verdict, 250),
+                      problem=one_line(self.problem, 250), next_step=one_line(self.next_step, 250)).strip()
 
 
 class QuestionQueue:

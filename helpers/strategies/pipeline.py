@@ -309,14 +309,15 @@ SYNTHESIS_PROMPTS = {  # (style, kind) -> prompt name
 
 def synthesize(llm: LLM, question: str, hits: list[Hit], max_chunks: int = 12, template: str | None = None,
                style: str = "structured", kind: str = "report", step: str = "synthesize",
-               reply_tokens: int | None = None) -> tuple[str, list[Hit], TraceStep]:
+               reply_tokens: int | None = None,
+               fallback_template: str | None = None) -> tuple[str, list[Hit], TraceStep]:
     """One call writes the report (``kind="report"``) or a short answer (``"answer"``)
     from the kept chunks, citing them as [n].
 
     ``style="structured"`` fills a schema where every point must cite a shown source
     (see ``helpers.strategies.reports``); a point whose cited passages do not hold its words is
     re-cited to the passage that does, and the trace notes it.  If the structured call
-    fails, a free-text call is made instead.
+    fails, a free-text call is made instead (with ``fallback_template``, an edited free-text prompt).
     Chunks are taken in the order given, as many as fit the context and budget; with none, the
     answer says that nothing relevant was found and no call is made.
     """
@@ -348,8 +349,8 @@ def synthesize(llm: LLM, question: str, hits: list[Hit], max_chunks: int = 12, t
                 except StructuredOutputError as exc:
                     entry.notes.append(f"structured report failed ({exc.last_error}); writing free text")
                     prose = SYNTHESIS_PROMPTS[("prose", kind)]
-                    entry.prompts.append(prompt_version(prose))
-                    entry.messages = [{"role": "user", "content": render(prose, question=question,
+                    entry.prompts.append(prompt_version(prose, fallback_template))
+                    entry.messages = [{"role": "user", "content": render(prose, fallback_template, question=question,
                                                                          sources=numbered_chunks(used))}]
             if not answer:
                 entry.raw = llm.chat(entry.messages, step=step, max_tokens=reply_tokens)
@@ -417,7 +418,8 @@ def run_pipeline(question: str, config: Config, *, llm: LLM | None = None, store
                                                 p.synthesis_chunks,
                                                 prompts.template(SYNTHESIS_PROMPTS[(p.synthesis_style, kind)]),
                                                 style=p.synthesis_style, kind=kind, step="synthesize",
-                                                reply_tokens=None if short else p.report_max_tokens)
+                                                reply_tokens=None if short else p.report_max_tokens,
+                                                fallback_template=prompts.template(SYNTHESIS_PROMPTS[("prose", kind)]))
                 result.trace.append(step)
         except BudgetExceededError as exc:
             result.trace.append(TraceStep("budget", notes=[f"{exc}; listing the passages instead"]))
@@ -562,9 +564,11 @@ def run_naive(question: str, config: Config, *, llm: LLM | None = None, store: V
                                       mode=config.search.mode)[: config.search.top_k]
             entry.kept = [hit_summary(h) for h in hits]
         style = config.pipeline.synthesis_style
+        prompts = as_prompt_set(prompts)
         answer, used, step = synthesize(llm, question, hits, config.search.top_k,
-                                        as_prompt_set(prompts).template(SYNTHESIS_PROMPTS[(style, "answer")]),
-                                        style=style, kind="answer", step="answer")
+                                        prompts.template(SYNTHESIS_PROMPTS[(style, "answer")]),
+                                        style=style, kind="answer", step="answer",
+                                        fallback_template=prompts.template(SYNTHESIS_PROMPTS[("prose", "answer")]))
         result.trace.append(step)
     except DeepSearchLabError as exc:  # a backend or database failure: report it in the result
         result.error = f"{type(exc).__name__}: {exc}"
