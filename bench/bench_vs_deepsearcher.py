@@ -43,16 +43,12 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from collections import Counter
-from contextlib import contextmanager
 from importlib.metadata import version
 from pathlib import Path
-from typing import Iterator
 
 from common import BENCH_OUT, bench_config, table
 
@@ -60,6 +56,7 @@ from helpers.config import Config
 from helpers.evaluation.harness import (EvalQuestion, answer_matches, load_questions, prepare_corpus, recall_at_k,
                                         run_evaluation, summarise)
 from helpers.knowledge.ingest import read_manifest
+from helpers.models.llama_server import llama_server
 from helpers.models.llm import available_cores
 from helpers.models.model_files import resolve_gguf
 
@@ -128,45 +125,6 @@ def ensure_side_venv(venv: Path) -> tuple[Path, dict]:
         raise SideSetupError(f"deepsearcher is installed in {venv} but does not import:\n"
                              f"{_pip_tail(check.stdout + check.stderr)}")
     return python, json.loads(check.stdout.strip().splitlines()[-1])
-
-
-# -- the local OpenAI-compatible server ----------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextmanager
-def llama_server(config: Config, alias: str, log_path: Path) -> Iterator[str]:
-    """``python -m llama_cpp.server`` on our GGUF; yields its base URL (``http://127.0.0.1:PORT/v1``)."""
-    port = free_port()
-    threads = config.llm.threads or available_cores()
-    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(resolve_gguf(config.llm.model)),
-               "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(config.llm.context_size),
-               "--n_threads", str(threads), "--n_threads_batch", str(threads), "--seed", str(config.llm.seed),
-               "--model_alias", alias]
-    base = f"http://127.0.0.1:{port}/v1"
-    with log_path.open("w") as log:
-        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 300
-        while True:
-            try:
-                urllib.request.urlopen(f"{base}/models", timeout=2)
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"llama_cpp.server did not start (see {log_path}):\n"
-                                       + log_path.read_text()[-1500:])
-                time.sleep(1)
-        yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 # -- corpus and job for the original -------------------------------------------------
@@ -402,7 +360,9 @@ def main() -> None:
             print(f"deepsearcher venv: {args.venv} ({', '.join(f'{k} {v}' for k, v in versions.items())})",
                   flush=True)
             collections = original_collections(corpus, config, out)
-            with llama_server(config, "local", out / "server.log") as base_url:
+            threads = config.llm.threads or available_cores()
+            with llama_server(resolve_gguf(config.llm.model), "local", context_size=config.llm.context_size,
+                              threads=threads, seed=config.llm.seed, log=out / "server.log") as base_url:
                 print(f"llama_cpp.server on {base_url} serving {config.llm.model}", flush=True)
                 run_original(python, versions, base_url, "local", collections, questions, originals, config,
                              out, args.match_sampling, args.verbose, args.request_timeout)

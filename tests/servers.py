@@ -4,12 +4,9 @@ from __future__ import annotations
 import socket
 import time
 
+from helpers.models.llama_server import free_port
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+__all__ = ["free_port", "wait_for_port"]
 
 
 def wait_for_port(port: int, seconds: float = 30.0) -> bool:

@@ -211,9 +211,8 @@ def test_result_round_trips_through_json(simpsons_kb, tmp_path):
 @pytest.mark.slow
 def test_real_small_model_end_to_end(simpsons_kb):
     config, store, _ = simpsons_kb
-    config = config.model_copy(deep=True)
-    config.pipeline.max_iter, config.pipeline.max_calls, config.pipeline.max_prompt_tokens = 1, 8, 7000
-    config.llm.max_tokens = 300
+    config = with_overrides(config, {"pipeline.max_iter": 1, "pipeline.max_calls": 8,
+                                     "pipeline.max_prompt_tokens": 7000, "llm.max_tokens": 300})
     result = run_pipeline(QUESTION, config, store=store)
     assert not result.failed, result.error
     assert result.usage.calls <= 8 and result.usage.prompt_tokens <= 7000

@@ -6,7 +6,7 @@ import json
 import pytest
 
 import helpers.evaluation.harness as evaluation
-from helpers.config import PROJECT_ROOT
+from helpers.config import PROJECT_ROOT, with_overrides
 from helpers.errors import InputError
 from helpers.evaluation.harness import (EvalQuestion, answer_matches, load_questions, parse_strategy, recall_at_k,
                                         run_evaluation, sample_by_type, summarise)
@@ -101,9 +101,8 @@ def test_interrupted_run_resumes(monkeypatch, tmp_path, small_config):
 
 @pytest.mark.slow
 def test_harness_on_the_tiny_sample_with_the_small_model(tmp_path, small_config):
-    config = small_config.model_copy(deep=True)
-    config.vector_db.uri = str(tmp_path / "milvus.db")
-    config.pipeline.max_iter, config.pipeline.max_calls = 1, 8
+    config = with_overrides(small_config, {"vector_db.uri": str(tmp_path / "milvus.db"), "pipeline.max_iter": 1,
+                                           "pipeline.max_calls": 8})
     evaluation.prepare_corpus(SAMPLE / "corpus.json", config)
     questions = load_questions(SAMPLE / "questions.json")[:2]
     summary = run_evaluation(questions, ["naive", "deepsearcher:1"], config, tmp_path, progress=False)

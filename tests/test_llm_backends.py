@@ -8,10 +8,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import httpx
@@ -20,6 +16,7 @@ from pydantic import BaseModel
 from servers import free_port
 
 from helpers.errors import BackendUnreachableError, ModelNotFoundError
+from helpers.models.llama_server import llama_server as serve
 from helpers.models.llm import LLM, OllamaBackend, OpenAIBackend
 from helpers.models.model_files import ensure_model
 
@@ -119,25 +116,8 @@ def test_prompt_cache_starts_a_prompt_from_the_state_of_a_shared_prefix(small_ba
 
 @pytest.fixture(scope="module")
 def llama_server():
-    port = free_port()
-    model = ensure_model("qwen2.5-coder-0.5b")
-    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host",
-                             "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--n_threads", "2",
-                             "--model_alias", "small"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}/v1"
-    try:
-        for _ in range(120):
-            try:
-                urllib.request.urlopen(f"{base}/models", timeout=1)
-                break
-            except OSError:
-                if proc.poll() is not None:
-                    pytest.fail("llama_cpp.server exited during start-up")
-                time.sleep(0.5)
+    with serve(ensure_model("qwen2.5-coder-0.5b"), "small", context_size=2048, threads=2, seconds=60) as base:
         yield base
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 @pytest.mark.slow

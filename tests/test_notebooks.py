@@ -180,6 +180,17 @@ def test_a_saved_prompt_reaches_the_lab_prompt_set(monkeypatch, tmp_path):
                                     "reflect": "Find what is missing for $question."}
     assert lab_prompts().version("reflect") != prompt_version("reflect")
 
+    browser = display.prompt_browser(["chain_read", "reflect"])   # every prompt of a step, e.g. in notebook 10
+    choice, text, (save, shipped) = browser.children[0], browser.children[1], browser.children[2].children
+    choice.value = "reflect"
+    assert text.value == "Find what is missing for $question."      # the saved edit, not the shipped file
+    shipped.click()
+    assert text.value == get_prompt("reflect")
+    choice.value = "chain_read"
+    text.value = "Read $question again."
+    save.click()
+    assert lab_prompts().edited["chain_read"] == "Read $question again." and len(lab_prompts().edited) == 3
+
 
 def test_each_step_is_heard_as_it_ends():
     """What ``stream_steps`` and widget runs print: one line per traced step, only inside the block."""

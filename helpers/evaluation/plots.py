@@ -5,6 +5,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
+from helpers.evaluation.harness import STRATEGY_PARAMETER, parse_strategy
 from helpers.results import Result
 
 
@@ -32,9 +33,11 @@ def plot_steps(result: Result, path: str | Path | None = None):
 
 
 def _family(spec: str) -> tuple[str, int | None]:
-    """'deepsearcher:2' -> ('deepsearcher', 2); 'naive' -> ('naive', None)."""
-    name, _, setting = spec.partition(":")
-    return name, int(setting) if setting.isdigit() else None
+    """A strategy spec's family and setting, as ``parse_strategy`` reads it: 'deepsearcher:2' ->
+    ('deepsearcher', 2); 'naive/hybrid' -> ('naive/hybrid', None) (another search mode is another line)."""
+    _, name, overrides = parse_strategy(spec)
+    mode = overrides.get("search.mode")
+    return f"{name}/{mode}" if mode else name, overrides.get(STRATEGY_PARAMETER.get(name, ""))
 
 
 def plot_evaluation(summary: dict, path: str | Path | None = None):

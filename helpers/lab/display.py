@@ -7,6 +7,8 @@ import html
 import traceback
 from typing import Any, Callable, Iterable
 
+from helpers.lab.workspace import lab_prompts, save_prompt
+from helpers.prompts import get_prompt
 from helpers.results import CITATION, on_each_step
 
 
@@ -189,6 +191,27 @@ def prompt_editor(template: str, run: Callable[[str], Any], *, label: str = "Run
 
     reset_button.on_click(reset)
     return widgets.VBox([editor, widgets.HBox([*buttons, reset_button]), output])
+
+
+def prompt_browser(names: list[str], *, rows: int = 14):
+    """Every prompt of a step, viewable and editable: a dropdown of prompt ``names``, the chosen one's text
+    (the lab's saved edit, else the shipped file) and a Save button that adds the edit to the lab's prompt
+    file, which notebook 07 loads and ``python -m helpers query|eval --prompts`` reads."""
+    import ipywidgets as widgets
+
+    def text_of(name: str) -> str:
+        return lab_prompts().template(name) or get_prompt(name)
+
+    choice = widgets.Dropdown(options=names, value=names[0], description="prompt")
+    editor = widgets.Textarea(value=text_of(names[0]),
+                              layout=widgets.Layout(width="100%", height=f"{rows * 1.4:.0f}em"))
+    output = widgets.Output()
+    choice.observe(lambda change: setattr(editor, "value", text_of(change["new"])), names="value")
+    save = _run_button("Save prompt", lambda button: _run_into(
+        output, button, lambda: save_prompt(choice.value, editor.value)))
+    reset = widgets.Button(description="Shipped text", icon="undo")
+    reset.on_click(lambda _: setattr(editor, "value", get_prompt(choice.value)))
+    return widgets.VBox([choice, editor, widgets.HBox([save, reset]), output])
 
 
 def run_panel(run: Callable[..., Any], controls: dict[str, Any], *, label: str = "Run"):
