@@ -37,6 +37,7 @@ NOTEBOOKS = [NOTEBOOK_DIR / f"{name}.ipynb" for name in EXPECTED]
 TIMEOUT_S = 300  # per notebook (and per cell) in fast mode
 COST_FACTOR = 4  # a fast-mode run may take an eighth (a prepared database) to four times the minutes stated
 FAST_COST = re.compile(r"about (\d+(?:\.\d+)?)(?: to (\d+(?:\.\d+)?))? minutes?")
+FAST_CALLS = re.compile(r"(\d+) calls in all")  # a fast-mode total of model calls, where the cost line states one
 IMPORT_LINE = re.compile(r"^\s*(import\s+[\w.]+|from\s+[\w.]+\s+import\s)", re.MULTILINE)
 ABSOLUTE_PATHS = ("/work", "/home", "/root", "C:\\", "/tmp/", "/Users/")
 
@@ -192,6 +193,14 @@ def test_a_saved_prompt_reaches_the_lab_prompt_set(monkeypatch, tmp_path):
     assert lab_prompts().edited["chain_read"] == "Read $question again." and len(lab_prompts().edited) == 3
 
 
+def test_every_recorded_call_is_counted_for_the_cost_check():
+    from helpers.models.usage import CallRecord, UsageLedger, calls_in_process
+
+    before = calls_in_process()
+    UsageLedger().add(CallRecord("reflect", "scripted", "script", 10, 2, 0.1))
+    assert calls_in_process() == before + 1
+
+
 def test_each_step_is_heard_as_it_ends():
     """What ``stream_steps`` and widget runs print: one line per traced step, only inside the block."""
     from helpers.lab.display import step_line
@@ -252,6 +261,11 @@ def test_notebook_executes_in_fast_mode(path, fast_kernel, tmp_path):
     low, high = stated_fast_minutes(path)
     assert low * 60 / (2 * COST_FACTOR) <= run.seconds <= high * 60 * COST_FACTOR, \
         f"{run.name} ran {run.seconds:.0f} s; its 'What it costs' says about {low:g}-{high:g} minutes in fast mode"
+    stated_calls = FAST_CALLS.search(_read(path).cells[0].source.split("What it costs", 1)[1].split(";")[0])
+    if stated_calls:  # the model's replies vary, so within a factor of two
+        calls = int(stated_calls.group(1))
+        assert calls / 2 <= run.calls <= calls * 2, \
+            f"{run.name} made {run.calls} model calls; its 'What it costs' says {calls} in fast mode"
     executed = _read(run.executed)
     errors = [o for cell in _code_cells(executed) for o in cell.outputs if o.output_type == "error"]
     assert not errors

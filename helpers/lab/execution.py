@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import html
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -22,8 +23,11 @@ from helpers.models.llm import available_cores, cpu_name
 DEFAULT_OUT = PROJECT_ROOT / "outputs" / "notebooks"
 
 
-PRESS_CELL = """# added by the headless run: press every Run button once (helpers.lab.display.press_all)
+PRESS_CELL = """# added by the headless run: the model calls of the notebook's own cells, then every Run button
+# pressed once (helpers.lab.display.press_all)
 from helpers.lab.display import press_all
+from helpers.models.usage import calls_in_process
+print(f"model calls by the notebook's cells: {calls_in_process()}")
 _errors = press_all()
 print(f"pressed the Run buttons: {len(_errors)} error(s)")
 assert not _errors, "\\n\\n".join(_errors)"""
@@ -35,6 +39,7 @@ class NotebookRun:
     ok: bool
     seconds: float  # the notebook's own cells (without the button presses of ``press_buttons``)
     error: str | None = None
+    calls: int | None = None  # model calls of its own cells (``press_buttons`` runs only)
     executed: Path | None = None
     html: Path | None = None
 
@@ -99,9 +104,13 @@ def execute_notebook(path: str | Path, out_dir: str | Path | None = DEFAULT_OUT,
     except Exception:  # the kernel did not start, the connection broke, ...: report it like a failed cell
         error = "the notebook could not be run:\n" + traceback.format_exc()[-3000:]
     seconds = time.perf_counter() - started
+    calls = None
     if press_buttons:
         seconds -= _cell_seconds(nb.cells[-1])
-    run = NotebookRun(path.stem, error is None, seconds, error)
+        printed = "".join(o.get("text", "") for o in nb.cells[-1].get("outputs", []))
+        counted = re.search(r"model calls by the notebook's cells: (\d+)", printed)
+        calls = int(counted.group(1)) if counted else None
+    run = NotebookRun(path.stem, error is None, seconds, error, calls=calls)
     if out_dir is not None:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
