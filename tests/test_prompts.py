@@ -73,7 +73,7 @@ def test_an_edited_free_text_prompt_reaches_the_fallback_after_a_failed_structur
     fallback = "Write freely about $question from these: $sources"
     backend = StepScriptedBackend({"answer": Seq("no json here", "It was animated by Film Roman [1].")})
     answer, _, step = synthesize(LLM(backend, retries=0), "Who animated it?", [HIT], kind="answer", step="answer",
-                                 fallback_template=fallback)
+                                 prompts={"answer_naive": fallback})
     assert answer == "It was animated by Film Roman [1]."
     assert backend.calls[-1]["messages"][0]["content"].startswith("Write freely about Who animated it?")
     assert step.prompts[-1] == prompt_version("answer_naive", fallback) != prompt_version("answer_naive")

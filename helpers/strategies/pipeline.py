@@ -11,7 +11,7 @@ allow.  A failing step degrades (and says so in the trace) instead of aborting.
 from __future__ import annotations
 
 import time
-from typing import Literal
+from typing import Literal, Mapping
 
 from pydantic import BaseModel, Field, create_model
 
@@ -310,20 +310,23 @@ SYNTHESIS_PROMPTS = {  # (style, kind) -> prompt name
 def synthesize(llm: LLM, question: str, hits: list[Hit], max_chunks: int = 12, template: str | None = None,
                style: str = "structured", kind: str = "report", step: str = "synthesize",
                reply_tokens: int | None = None,
-               fallback_template: str | None = None) -> tuple[str, list[Hit], TraceStep]:
+               prompts: PromptSet | Mapping[str, str] | None = None) -> tuple[str, list[Hit], TraceStep]:
     """One call writes the report (``kind="report"``) or a short answer (``"answer"``)
     from the kept chunks, citing them as [n].
 
     ``style="structured"`` fills a schema where every point must cite a shown source
     (see ``helpers.strategies.reports``); a point whose cited passages do not hold its words is
     re-cited to the passage that does, and the trace notes it.  If the structured call
-    fails, a free-text call is made instead (with ``fallback_template``, an edited free-text prompt).
+    fails, a free-text call is made instead.  ``prompts`` (edited texts) supply the prompt when no
+    ``template`` is given, and the free-text one.
     Chunks are taken in the order given, as many as fit the context and budget; with none, the
     answer says that nothing relevant was found and no call is made.
     """
     trace: list[TraceStep] = []
     reply_tokens = reply_tokens or llm.max_tokens
     prompt_name = SYNTHESIS_PROMPTS[(style, kind)]
+    prompts = as_prompt_set(prompts)
+    template = template if template is not None else prompts.template(prompt_name)
     with traced(trace, llm.ledger, step, question=question, candidates=len(hits), style=style) as entry:
         if not hits:
             entry.notes.append("nothing relevant was found; no model call")
@@ -349,8 +352,9 @@ def synthesize(llm: LLM, question: str, hits: list[Hit], max_chunks: int = 12, t
                 except StructuredOutputError as exc:
                     entry.notes.append(f"structured report failed ({exc.last_error}); writing free text")
                     prose = SYNTHESIS_PROMPTS[("prose", kind)]
-                    entry.prompts.append(prompt_version(prose, fallback_template))
-                    entry.messages = [{"role": "user", "content": render(prose, fallback_template, question=question,
+                    entry.prompts.append(prompts.version(prose))
+                    entry.messages = [{"role": "user", "content": render(prose, prompts.template(prose),
+                                                                         question=question,
                                                                          sources=numbered_chunks(used))}]
             if not answer:
                 entry.raw = llm.chat(entry.messages, step=step, max_tokens=reply_tokens)
@@ -415,11 +419,9 @@ def run_pipeline(question: str, config: Config, *, llm: LLM | None = None, store
                     result.trace.append(TraceStep("outline", notes=[
                         f"{len(sections)} section(s) with passages of their own ({why}): one call writes the report"]))
                 answer, used, step = synthesize(llm, question, kept if short else by_collection_in_turn(kept),
-                                                p.synthesis_chunks,
-                                                prompts.template(SYNTHESIS_PROMPTS[(p.synthesis_style, kind)]),
-                                                style=p.synthesis_style, kind=kind, step="synthesize",
-                                                reply_tokens=None if short else p.report_max_tokens,
-                                                fallback_template=prompts.template(SYNTHESIS_PROMPTS[("prose", kind)]))
+                                                p.synthesis_chunks, style=p.synthesis_style, kind=kind,
+                                                step="synthesize", prompts=prompts,
+                                                reply_tokens=None if short else p.report_max_tokens)
                 result.trace.append(step)
         except BudgetExceededError as exc:
             result.trace.append(TraceStep("budget", notes=[f"{exc}; listing the passages instead"]))
@@ -564,11 +566,8 @@ def run_naive(question: str, config: Config, *, llm: LLM | None = None, store: V
                                       mode=config.search.mode)[: config.search.top_k]
             entry.kept = [hit_summary(h) for h in hits]
         style = config.pipeline.synthesis_style
-        prompts = as_prompt_set(prompts)
-        answer, used, step = synthesize(llm, question, hits, config.search.top_k,
-                                        prompts.template(SYNTHESIS_PROMPTS[(style, "answer")]),
-                                        style=style, kind="answer", step="answer",
-                                        fallback_template=prompts.template(SYNTHESIS_PROMPTS[("prose", "answer")]))
+        answer, used, step = synthesize(llm, question, hits, config.search.top_k, style=style, kind="answer",
+                                        step="answer", prompts=prompts)
         result.trace.append(step)
     except DeepSearchLabError as exc:  # a backend or database failure: report it in the result
         result.error = f"{type(exc).__name__}: {exc}"

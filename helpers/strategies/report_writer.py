@@ -164,11 +164,16 @@ def written_points(value: BaseModel, numbers: list[int], per_passage: bool) -> l
     return [(point.text, list(dict.fromkeys(point.sources))) for point in value.points]
 
 
+def section_prompt(per_passage: bool) -> str:
+    """The name of the prompt a section is written with."""
+    return "report_section_per_passage" if per_passage else "report_section"
+
+
 def write_section(llm: LLM, question: str, section: Section, template: str | None = None,
                   per_passage: bool = False) -> TraceStep:
     """One call: the section's heading and points, then the support check on each point."""
     trace: list[TraceStep] = []
-    name = "report_section_per_passage" if per_passage else "report_section"
+    name = section_prompt(per_passage)
     reply_tokens = 40 + 60 * (len(section.numbers) if per_passage else 3)  # a heading, then ~60 per point
     with traced(trace, llm.ledger, "section", topic=section.topic) as entry:
         entry.prompts = [prompt_version(name, template)]
@@ -245,10 +250,10 @@ def write_report(llm: LLM, question: str, sections: list[Section], templates: di
     cannot afford ends the writing; what was written stays."""
     templates = templates or {}
     steps: list[TraceStep] = []
+    template = templates.get(section_prompt(per_passage))
     try:
         for section in sections:
-            name = "report_section_per_passage" if per_passage else "report_section"
-            steps.append(write_section(llm, question, section, templates.get(name), per_passage))
+            steps.append(write_section(llm, question, section, template, per_passage))
     except BudgetExceededError as exc:
         steps.append(TraceStep("budget", notes=[f"{exc}; the report keeps the sections written so far"]))
     written: list[str] = []
