@@ -126,6 +126,31 @@ def test_a_sentence_the_reply_limit_cut_is_dropped_not_printed():
     assert cut_off('{"overview": "It moved') and not cut_off('{"overview": "It moved."}\n')
 
 
+def test_a_per_passage_reply_cut_by_its_limit_keeps_the_sentences_it_finished():
+    """The model once copied a whole passage under one key; the limit cut the reply before the last key,
+    and the whole section was lost.  Now the finished sentences stay, with no second call."""
+    sections = [Section("animation", [hit("a", "Digital ink and paint arrived in 2002."),
+                                      hit("b", "High definition came in 2009 with a new opening sequence."),
+                                      hit("c", "The opening sequence was redrawn in 2009.")], [1, 2, 3]),
+                Section("cast", [hit("d", "Harry Shearer left in 2015 and returned."),
+                                 hit("e", "Hank Azaria stopped voicing Apu in 2020.")], [4, 5])]
+    copied = "High definition came in 2009 with a new opening sequence and " * 20
+    backend = StepScriptedBackend({
+        "section": Seq({"heading": "Animation", "passage_1": "Digital ink and paint arrived in 2002.",
+                        "passage_2": copied, "passage_3": "The opening sequence was redrawn in 2009."},
+                       {"heading": "Cast", "passage_4": "Harry Shearer left in 2015 and returned.",
+                        "passage_5": "Hank Azaria stopped voicing Apu in 2020."}),
+        "overview": {"overview": "The look and the cast changed."}})
+    report, _, steps = write_report(LLM(backend, retries=1), "How did it change?", sections, per_passage=True)
+    assert "## Animation\n\nDigital ink and paint arrived in 2002. [1]\n\n## Cast" in report
+    assert steps[0].calls == 1 and "with a new opening sequence and" not in report
+    assert any(note.startswith("the reply limit (220 tokens) ended the reply before 1 of its 3 passages")
+               for note in steps[0].notes)
+    assert any(note.startswith("the reply limit (220 tokens) cut the last point") for note in steps[0].notes)
+    required = backend.calls_for("section")[0]["schema"]["required"]
+    assert required == ["heading", "passage_1", "passage_2", "passage_3"]      # decoding still asks for every key
+
+
 def test_a_section_without_a_valid_reply_is_left_out_and_the_rest_is_written():
     sections = [Section("animation", [hit("a", "Digital ink and paint arrived in 2002."),
                                       hit("b", "High definition came in 2009.")], [1, 2]),

@@ -90,6 +90,14 @@ def test_report_rendering_drops_debris_echoed_headings_and_merges_sections():
     assert render_report(report) == "It changed.\n\n## Look\n\nIt went HD in 2009 sections [2] Colour went digital. [3]"
 
 
+def test_a_quoted_title_keeps_its_quotes_and_an_unpaired_quote_at_an_end_goes():
+    from helpers.strategies.reports import clean_text
+
+    assert clean_text('"Zombie Simpsons" is a term for the later seasons.') == \
+        '"Zombie Simpsons" is a term for the later seasons.'
+    assert clean_text('It aired in 2009."') == "It aired in 2009."
+    assert clean_text('"It aired in 2009.') == "It aired in 2009."
+
 
 class Done(BaseModel):
     answer: str

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from helpers.errors import BudgetExceededError, StructuredOutputError
 from helpers.knowledge.retrieval import at_most_per_document, interleave, numbered_chunks
@@ -95,10 +95,14 @@ def section_schema(numbers: list[int], per_passage: bool = False) -> type[BaseMo
     """A heading and 2-3 points, each citing one or more of ``numbers`` (the grammar enforces both:
     asked for "2 or 3", a 1.5B model often stops after one).  ``per_passage``: a heading and one
     sentence under each passage's own key (``passage_5``), so the key tells the model which passage
-    to read and every passage gives a point."""
+    to read and every passage gives a point.  The decoding grammar requires every key, but a reply
+    the token limit cut keeps the keys it finished (the others are read as empty), so one long
+    sentence costs that sentence, not the section."""
     if per_passage:
-        return create_model("SectionNotes", heading=(str, Field(..., **plain("a few words"))),
-                            **{f"passage_{n}": (str, Field(..., **plain("one complete sentence"))) for n in numbers})
+        keys = [f"passage_{n}" for n in numbers]
+        return create_model("SectionNotes", __config__=ConfigDict(json_schema_extra={"required": ["heading", *keys]}),
+                            heading=(str, Field(..., **plain("a few words"))),
+                            **{key: (str, Field("", **plain("one complete sentence"))) for key in keys})
     cited = list[Literal[tuple(numbers)]]
     point = create_model("Point", text=(str, Field(..., **plain("one complete sentence"))),
                          sources=(cited, Field(..., min_length=1)))
@@ -160,7 +164,7 @@ def finished(text: str, raw: str, what: str, reply_tokens: int, notes: list[str]
 def written_points(value: BaseModel, numbers: list[int], per_passage: bool) -> list[tuple[str, list[int]]]:
     """The (text, cited numbers) pairs of a section reply, in order."""
     if per_passage:
-        return [(getattr(value, f"passage_{n}"), [n]) for n in numbers]
+        return [(getattr(value, f"passage_{n}"), [n]) for n in numbers if getattr(value, f"passage_{n}").strip()]
     return [(point.text, list(dict.fromkeys(point.sources))) for point in value.points]
 
 
@@ -193,6 +197,9 @@ def write_section(llm: LLM, question: str, section: Section, template: str | Non
         passages = dict(zip(section.numbers, (h.text for h in section.hits)))
         section.heading = clean_text(reply.value.heading) or section.topic
         points = written_points(reply.value, section.numbers, per_passage)
+        if len(points) < len(section.numbers) and per_passage:
+            entry.notes.append(f"the reply limit ({reply_tokens} tokens) ended the reply before "
+                               f"{len(section.numbers) - len(points)} of its {len(section.numbers)} passages had a sentence")
         for index, (text, cited) in enumerate(points, start=1):
             text = clean_text(text)
             if index == len(points):

@@ -50,7 +50,12 @@ def clean_text(text: str) -> str:
     match = _DEBRIS.search(text)
     if match:
         text = text[: match.start()]
-    return " ".join(text.split()).strip(" ,;:'\"[")
+    text = " ".join(text.split()).strip(" ,;:'[")
+    if text.count('"') % 2 and text.endswith('"'):  # an unpaired quote at an end is debris;
+        text = text[:-1].rstrip()                     # a quoted title keeps both of its quotes
+    if text.count('"') % 2 and text.startswith('"'):
+        text = text[1:].lstrip()
+    return text
 
 
 def _source_numbers(count: int):
