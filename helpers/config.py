@@ -91,6 +91,9 @@ class PipelineConfig(BaseModel):
     # per_passage: one sentence from each of a section's passages in turn (every passage shown is cited
     # unless a check drops it); free: 2-3 points, each citing any of its passages
     section_points: Literal["per_passage", "free"] = "per_passage"
+    # per_passage: the decoding grammar ends each sentence by this many characters (0: no cap), so a
+    # passage copied whole cannot use up the section's reply
+    section_point_chars: int = Field(220, ge=0, le=2000)
     report_max_tokens: int = Field(1024, ge=64)  # reply limit for the final report (longer than other replies)
 
 

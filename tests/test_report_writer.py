@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from scripted import Seq, StepScriptedBackend
 
 from helpers.config import with_overrides
@@ -12,7 +13,7 @@ from helpers.knowledge.embeddings import get_embedder
 from helpers.models.llm import LLM, Budget
 from helpers.results import Hit
 from helpers.strategies.pipeline import run_pipeline
-from helpers.strategies.report_writer import Section, check_point, outline, repeats, write_report
+from helpers.strategies.report_writer import Section, check_point, outline, repeats, section_schema, write_report
 from helpers.strategies.reports import cut_off, split_cut_sentence
 
 
@@ -61,23 +62,27 @@ def test_points_must_hold_their_numbers_and_words():
 
 def test_write_report_drops_repeats_restated_and_unsupported_overview_sentences():
     sections = [Section("animation", [hit("a", "Digital ink and paint arrived in 2002."),
-                                      hit("b", "High definition came in 2009.")], [1, 2]),
+                                      hit("b", "High definition came in 2009. The opening sequence was redrawn for it.")],
+                        [1, 2]),
                 Section("cast", [hit("c", "Harry Shearer left in 2015 and returned."),
                                  hit("d", "Digital ink and paint arrived in 2002 for the show.")], [3, 4])]
     script = {"section": Seq(
         {"heading": "Animation", "points": [{"text": "Digital ink and paint arrived in 2002.", "sources": [1]},
-                                            {"text": "High definition came in 2009.", "sources": [2]}]},
+                                            {"text": "High definition came in 2009. The opening sequence was "
+                                                     "redrawn for it.", "sources": [2]}]},
         {"heading": "Cast", "points": [{"text": "Harry Shearer left in 2015 and returned.", "sources": [3]},
                                        {"text": "Digital ink and paint arrived in 2002.", "sources": [4]}]}),
-        "overview": {"overview": "The look changed twice. High definition came in 2009. It won 40 awards in 1990."}}
+        "overview": {"overview": "The look changed twice. High definition came in 2009. The opening sequence was "
+                                 "redrawn for it. It won 40 awards in 1990."}}
     backend = StepScriptedBackend(script)
     report, used, steps = write_report(LLM(backend), "How did it change?", sections)
     assert report == ("The look changed twice.\n\n## Animation\n\nDigital ink and paint arrived in 2002. [1] "
-                      "High definition came in 2009. [2]\n\n## Cast\n\nHarry Shearer left in 2015 and returned. [3]")
+                      "High definition came in 2009. The opening sequence was redrawn for it. [2]\n\n## Cast\n\nHarry Shearer left in 2015 and returned. [3]")
     assert [h.id for h in used] == ["a", "b", "c", "d"]                          # numbered as cited
     assert any("repeats an earlier one" in note for note in steps[1].notes)
     assert any("numbers the sections do not state" in note for note in steps[2].notes)
-    assert any("restates a point: High definition came in 2009." in note for note in steps[2].notes)
+    restated = [note for note in steps[2].notes if "restates a point" in note]   # each sentence of a point counts
+    assert len(restated) == 2 and "High definition came in 2009." in restated[0]
     assert "[3]" in backend.calls_for("section")[1]["messages"][0]["content"]    # report-wide numbers
 
 
@@ -149,6 +154,33 @@ def test_a_per_passage_reply_cut_by_its_limit_keeps_the_sentences_it_finished():
     assert any(note.startswith("the reply limit (220 tokens) cut the last point") for note in steps[0].notes)
     required = backend.calls_for("section")[0]["schema"]["required"]
     assert required == ["heading", "passage_1", "passage_2", "passage_3"]      # decoding still asks for every key
+
+
+def test_a_sentence_the_per_passage_cap_ended_keeps_its_finished_sentences():
+    sections = [Section("cast", [hit("d", "Phil Hartman was killed in 1998. His characters were retired."),
+                                 hit("e", "Hank Azaria stopped voicing Apu in 2020.")], [1, 2])]
+    capped = "Phil Hartman was killed in 1998. His characters were ret"  # the grammar ended it at 56 characters
+    backend = StepScriptedBackend({
+        "section": {"heading": "Cast", "passage_1": capped, "passage_2": "Hank Azaria stopped voicing Apu in 2020."},
+        "overview": {"overview": "The cast changed."}})
+    report, _, steps = write_report(LLM(backend), "How did it change?", sections, per_passage=True, point_chars=56)
+    assert "Phil Hartman was killed in 1998. [1] Hank Azaria stopped voicing Apu in 2020. [2]" in report
+    assert steps[0].notes == ["dropped the 56-character cap ended a sentence: His characters were ret…"]
+    assert backend.calls_for("section")[0]["schema"]["properties"]["passage_1"]["pattern"].endswith("{1,56}$")
+
+
+@pytest.mark.slow
+def test_the_decoding_grammar_ends_a_per_passage_sentence_at_its_cap(small_backend):
+    """Asked to copy its passages whole, the real model cannot write more than the cap under any key."""
+    passage = ("Over more than three decades the show has lost several performers and changed how some "
+               "characters are voiced, retiring some of them and recasting others after long debates.")
+    llm = LLM(small_backend, temperature=0.0, max_tokens=200)
+    reply = llm.structured([{"role": "user", "content": (
+        f"Passage [1]: {passage}\nPassage [2]: {passage}\nCopy each passage word for word under its key. "
+        'Reply as JSON {"heading": "...", "passage_1": "...", "passage_2": "..."}')}],
+        section_schema([1, 2], per_passage=True, point_chars=80), step="section")
+    lengths = [len(reply.value.passage_1), len(reply.value.passage_2)]
+    assert max(lengths) <= 80 and reply.value.passage_1.startswith("Over more than"), reply.raw
 
 
 def test_a_section_without_a_valid_reply_is_left_out_and_the_rest_is_written():

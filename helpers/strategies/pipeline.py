@@ -411,7 +411,7 @@ def run_pipeline(question: str, config: Config, *, llm: LLM | None = None, store
                 answer, used, steps = write_report(llm, question, sections, {
                     name: prompts.template(name) for name in (
                         "report_section", "report_section_per_passage", "report_overview")},
-                    per_passage=p.section_points == "per_passage")
+                    per_passage=p.section_points == "per_passage", point_chars=p.section_point_chars)
                 result.trace.extend(steps)
             if not answer:
                 if p.report_style == "sections" and not short:

@@ -3,7 +3,8 @@
     outline: one section per collection the evidence comes from (or per sub-query search,
              in a knowledge base of one collection), each with its own 2-4 passages
     -> one short call per section: a heading and 2-3 points, each citing its passages (or, with
-       ``pipeline.section_points: per_passage``, one sentence from each passage in turn)
+       ``pipeline.section_points: per_passage``, one sentence from each passage in turn, which the
+       grammar ends by ``pipeline.section_point_chars`` characters)
     -> checks: words that do not end as a sentence are dropped; a point that repeats an earlier
        one is dropped; a point whose numbers or words its cited passages do not hold is re-cited
        to the passage that does, or dropped
@@ -91,18 +92,19 @@ def by_collection(searches: list[tuple[str, list[Hit]]], skip: set[str]) -> list
     return [(topics[name], hits) for name, hits in groups.items()]
 
 
-def section_schema(numbers: list[int], per_passage: bool = False) -> type[BaseModel]:
+def section_schema(numbers: list[int], per_passage: bool = False, point_chars: int = 0) -> type[BaseModel]:
     """A heading and 2-3 points, each citing one or more of ``numbers`` (the grammar enforces both:
     asked for "2 or 3", a 1.5B model often stops after one).  ``per_passage``: a heading and one
     sentence under each passage's own key (``passage_5``), so the key tells the model which passage
     to read and every passage gives a point.  The decoding grammar requires every key, but a reply
     the token limit cut keeps the keys it finished (the others are read as empty), so one long
-    sentence costs that sentence, not the section."""
+    sentence costs that sentence, not the section.  ``point_chars`` (per passage): the grammar ends
+    each sentence by that many characters, so a passage copied whole cannot use up the reply."""
     if per_passage:
         keys = [f"passage_{n}" for n in numbers]
         return create_model("SectionNotes", __config__=ConfigDict(json_schema_extra={"required": ["heading", *keys]}),
                             heading=(str, Field(..., **plain("a few words"))),
-                            **{key: (str, Field("", **plain("one complete sentence"))) for key in keys})
+                            **{key: (str, Field("", **plain("one complete sentence", point_chars))) for key in keys})
     cited = list[Literal[tuple(numbers)]]
     point = create_model("Point", text=(str, Field(..., **plain("one complete sentence"))),
                          sources=(cited, Field(..., min_length=1)))
@@ -174,7 +176,7 @@ def section_prompt(per_passage: bool) -> str:
 
 
 def write_section(llm: LLM, question: str, section: Section, template: str | None = None,
-                  per_passage: bool = False) -> TraceStep:
+                  per_passage: bool = False, point_chars: int = 0) -> TraceStep:
     """One call: the section's heading and points, then the support check on each point."""
     trace: list[TraceStep] = []
     name = section_prompt(per_passage)
@@ -187,8 +189,8 @@ def write_section(llm: LLM, question: str, section: Section, template: str | Non
             passages=numbered_chunks(section.hits, start=section.numbers[0]), first=section.numbers[0])}]
         entry.kept = [hit_summary(h) for h in section.hits]
         try:
-            reply = llm.structured(entry.messages, section_schema(section.numbers, per_passage), step="section",
-                                   max_tokens=reply_tokens)
+            reply = llm.structured(entry.messages, section_schema(section.numbers, per_passage, point_chars),
+                                   step="section", max_tokens=reply_tokens)
         except StructuredOutputError as exc:
             entry.raw = exc.raw_replies[-1] if exc.raw_replies else ""
             entry.notes.append(f"no valid section ({exc.last_error}); left out")
@@ -201,12 +203,15 @@ def write_section(llm: LLM, question: str, section: Section, template: str | Non
             entry.notes.append(f"the reply limit ({reply_tokens} tokens) ended the reply before "
                                f"{len(section.numbers) - len(points)} of its {len(section.numbers)} passages had a sentence")
         for index, (text, cited) in enumerate(points, start=1):
+            capped = per_passage and 0 < point_chars <= len(text)
             text = clean_text(text)
             if index == len(points):
                 text = finished(text, reply.raw, "the last point", reply_tokens, entry.notes)
             text, fragment = split_cut_sentence(text)
-            if fragment:  # e.g. a passage's title written as a point
-                entry.notes.append(f"dropped words that do not end as a sentence: {' '.join(fragment.split()[:8])}…")
+            if fragment:  # e.g. a passage's title written as a point, or a copied passage the cap ended
+                why = f"the {point_chars}-character cap ended a sentence" if capped else \
+                    "words that do not end as a sentence"
+                entry.notes.append(f"dropped {why}: {' '.join(fragment.split()[:8])}…")
             if not text:
                 continue
             cited, note = check_point(text, cited, passages)
@@ -221,7 +226,7 @@ def write_section(llm: LLM, question: str, section: Section, template: str | Non
 def write_overview(llm: LLM, question: str, sections: list[Section], template: str | None = None,
                    reply_tokens: int = 160) -> tuple[str, TraceStep]:
     """The overview, written from the section texts; sentences stating numbers the sections do not, or
-    restating one of their points (the first sentence stays if every one does), are dropped."""
+    restating a sentence of their points (the first sentence stays if every one does), are dropped."""
     trace: list[TraceStep] = []
     with traced(trace, llm.ledger, "overview", question=question) as entry:
         entry.prompts = [prompt_version("report_overview", template)]
@@ -241,7 +246,8 @@ def write_overview(llm: LLM, question: str, sections: list[Section], template: s
         kept = [s for s in sentences if numbers_in(s) <= stated]
         entry.notes += [f"dropped an overview sentence with numbers the sections do not state: {s}"
                         for s in sentences if s not in kept]
-        restated = [s for s in kept if repeats(s, points)]
+        point_sentences = [sentence for text in points for sentence in SENTENCE_END.split(text)]
+        restated = [s for s in kept if repeats(s, point_sentences)]
         restated = restated[1:] if restated == kept else restated  # the first sentence stays if every one repeats
         entry.notes += [f"dropped an overview sentence that restates a point: {' '.join(s.split()[:8])}…"
                         for s in restated]
@@ -250,7 +256,7 @@ def write_overview(llm: LLM, question: str, sections: list[Section], template: s
 
 
 def write_report(llm: LLM, question: str, sections: list[Section], templates: dict[str, str | None] | None = None,
-                 per_passage: bool = False) -> tuple[str, list[Hit], list[TraceStep]]:
+                 per_passage: bool = False, point_chars: int = 0) -> tuple[str, list[Hit], list[TraceStep]]:
     """The whole report: each section, then the repeat check across sections, then the overview
     (less any sentence that restates a point).
     Returns the Markdown, the passages in citation order, and the trace steps.  A call the budget
@@ -260,7 +266,7 @@ def write_report(llm: LLM, question: str, sections: list[Section], templates: di
     template = templates.get(section_prompt(per_passage))
     try:
         for section in sections:
-            steps.append(write_section(llm, question, section, template, per_passage))
+            steps.append(write_section(llm, question, section, template, per_passage, point_chars))
     except BudgetExceededError as exc:
         steps.append(TraceStep("budget", notes=[f"{exc}; the report keeps the sections written so far"]))
     written: list[str] = []

@@ -19,12 +19,15 @@ from pydantic import BaseModel, Field, create_model
 # an escaped quote (\"), so a quoted title does not end the string mid-sentence.  The
 # pattern is a decoding hint, not a validation rule: servers that ignore it are cleaned up
 # at render.
-PLAIN_TEXT = {"pattern": r'^([^{}\[\]"\\]|\\")+$'}
+_PLAIN_CHAR = r'([^{}\[\]"\\]|\\")'  # any character but braces, brackets, quotes, backslashes; \" allowed
 _DEBRIS = re.compile(r"[{}]|\[\s*\{|'\s*:\s*\[|\"\s*:")
 
 
-def plain(description: str) -> dict:
-    return {"description": description, "json_schema_extra": PLAIN_TEXT}
+def plain(description: str, max_chars: int = 0) -> dict:
+    """A string field of plain text (no JSON debris); with ``max_chars`` the decoding grammar ends
+    the string by that many characters."""
+    repeat = f"{{1,{max_chars}}}" if max_chars else "+"
+    return {"description": description, "json_schema_extra": {"pattern": f"^{_PLAIN_CHAR}{repeat}$"}}
 
 
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")  # where a text is split into sentences
