@@ -11,14 +11,17 @@ for var in ("DSL_PROVIDER", "DSL_MODEL", "OLLAMA_HOST", "OPENAI_BASE_URL", "MILV
 
 import pytest  # noqa: E402
 
-from helpers.config import load_config  # noqa: E402
+from helpers.config import FAST_OVERRIDES, load_config  # noqa: E402
+
+# the fast profile (what DSL_FAST=1, --fast and the notebooks' fast mode use) with greedy decoding,
+# so that a test's model replies repeat from run to run
+TEST_PROFILE = {**FAST_OVERRIDES, "llm.temperature": 0.0}
 
 
 @pytest.fixture(scope="session")
 def small_config():
-    """The configuration tests use: the 0.5B model, a modest context."""
-    return load_config(overrides={"llm.model": "qwen2.5-coder-0.5b", "llm.context_size": 4096,
-                                  "llm.temperature": 0.0, "llm.max_tokens": 256})
+    """The configuration tests use: the fast profile (the 0.5B model, a modest context), greedy."""
+    return load_config(overrides=TEST_PROFILE)
 
 
 @pytest.fixture(scope="session")
@@ -36,8 +39,7 @@ def simpsons_kb(tmp_path_factory):
     from helpers.knowledge.vectorstore import open_store
     from helpers.lab.workspace import copy_prepared_knowledge_base
     path = tmp_path_factory.mktemp("milvus") / "kb.db"
-    config = load_config(overrides={"vector_db.uri": str(path), "llm.model": "qwen2.5-coder-0.5b",
-                                    "llm.context_size": 4096, "llm.temperature": 0.0})
+    config = load_config(overrides={**TEST_PROFILE, "vector_db.uri": str(path)})
     copy_prepared_knowledge_base(config, path)
     reports = ingest_manifest(config, progress=False)
     return config, open_store(config), reports

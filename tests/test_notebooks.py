@@ -12,7 +12,6 @@ import re
 import secrets
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -26,6 +25,7 @@ from helpers.lab.execution import venv_kernel_name
 from helpers.lab.notebooks import (DB_DIR_ENV, NOTEBOOK_DIR, PROMPTS_ENV, check_citations, execute_notebook, kernel_env,
                                    lab_prompts, milvus_path, notebook_config, notebook_paths, prompts_file,
                                    renumber_citations, save_prompt)
+from helpers.models.llama_server import wait_for_url
 from helpers.prompts import get_prompt, prompt_version
 
 EXPECTED = [
@@ -256,7 +256,7 @@ def test_notebook_executes_in_fast_mode(path, fast_kernel, tmp_path):
     kernel, env = fast_kernel
     run = execute_notebook(path, tmp_path, timeout=TIMEOUT_S, env=env, kernel_name=kernel, html_export=True,
                            press_buttons=True)
-    print(f"{run.name}: {run.seconds:.0f} s")
+    print(f"{run.name}: {run.seconds:.0f} s, {run.calls} model calls")
     assert run.ok, run.error
     low, high = stated_fast_minutes(path)
     assert low * 60 / (2 * COST_FACTOR) <= run.seconds <= high * 60 * COST_FACTOR, \
@@ -288,19 +288,13 @@ def test_jupyterlab_serves_the_notebooks(tmp_path):
                f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={PROJECT_ROOT}"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:  # containers and CI run as root; JupyterLab refuses without this
         command.append("--allow-root")
-    with open(tmp_path / "server.log", "w") as log:
-        server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, env=env)
+    log = tmp_path / "server.log"
+    with open(log, "w") as stream:
+        server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stream, env=env)
     base = f"http://127.0.0.1:{port}"
     try:
-        listing, deadline = None, time.monotonic() + 120
-        while time.monotonic() < deadline:
-            assert server.poll() is None, (tmp_path / "server.log").read_text()[-3000:]
-            try:
-                listing = _get_json(f"{base}/api/contents/notebooks?token={token}")
-                break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                time.sleep(1)
-        assert listing is not None, "JupyterLab did not answer within 120 s"
+        wait_for_url(f"{base}/api/contents/notebooks?token={token}", 120, server, log)
+        listing = _get_json(f"{base}/api/contents/notebooks?token={token}")
         names = {item["name"] for item in listing["content"]}
         assert {f"{name}.ipynb" for name in EXPECTED} <= names
         model = _get_json(f"{base}/api/contents/notebooks/{EXPECTED[0]}.ipynb?token={token}&content=1")

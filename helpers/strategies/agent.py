@@ -229,7 +229,6 @@ class DeepSearchAgent:
                 except NoRoomForCall as exc:
                     entry.notes.append(f"not run: {exc}")
                     raise
-                self.llm.reserve(self._final_reserve())  # retries after invalid replies cannot use it either
             try:
                 reply = self.llm.structured(messages, schema, step=step_name, max_tokens=max_tokens, final=final)
             except StructuredOutputError as exc:
@@ -263,11 +262,14 @@ class DeepSearchAgent:
         return self.prompter.beast_prompt_tokens + memory_tokens + self.answer_tokens
 
     def _check_room(self, messages: list[dict], max_tokens: int) -> None:
+        """Reserve what the final answer needs in the LLM's budget (so retries after invalid replies
+        cannot use it either), then ask the budget whether this call still fits beside it."""
         cost = self.llm.count_messages(messages) + max_tokens
-        reserve, left = self._final_reserve(), self._tokens_left()
-        if cost + reserve > left:
+        reserve = self._final_reserve()
+        self.llm.reserve(reserve)
+        if not self.llm.has_room(1, cost):
             raise NoRoomForCall(f"this call (up to {cost} tokens) would eat into the {reserve} tokens "
-                                f"kept for the final answer ({left} left)")
+                                f"kept for the final answer ({self._tokens_left()} left)")
 
     def _memory_cap(self) -> int:
         """The most tokens the memory sections may take in one prompt (a share of the budget)."""
