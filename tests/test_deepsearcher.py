@@ -27,7 +27,10 @@ REPORT = "The show changed its look.\n\n## Animation\n\nIt moved to digital ink 
 
 def scripted_run(kb, script, overrides=None, budget=None, **kwargs):
     config, store, _ = kb
-    config = with_overrides(config, {"pipeline.report_style": "single", **(overrides or {})})  # sections: own tests
+    # the loop's control flow needs the shipped round and call limits (the fast profile's one round never
+    # reflects); sections have their own tests
+    loop = {"pipeline.max_iter": 3, "pipeline.max_calls": 20, "pipeline.report_style": "single"}
+    config = with_overrides(config, {**loop, **(overrides or {})})
     backend = StepScriptedBackend({**GOOD, **script})
     p = config.pipeline
     llm = LLM(backend, budget=budget or Budget(max_calls=p.max_calls, max_prompt_tokens=p.max_prompt_tokens))

@@ -61,7 +61,7 @@ def test_an_edited_prompt_reaches_the_pipeline_and_its_trace(simpsons_kb):
         "route": {"routes": [{"collection": "simpsons_production", "query": "digital colouring"}]},
         "relevance": {"relevant": [1]}, "reflect": {"gaps": []},
         "synthesize": {"answer": "Digital ink and paint [1]", "sources": [1]}})
-    result = run_pipeline(QUESTION, with_overrides(config, {"pipeline.answer": "short"}),
+    result = run_pipeline(QUESTION, with_overrides(config, {"pipeline.answer": "short", "pipeline.max_iter": 2}),
                           llm=LLM(backend, budget=Budget(max_calls=20)), store=store,
                           embedder=get_embedder(config.embedding), prompts=edited)
     assert backend.calls_for("reflect")[0]["messages"][0]["content"].startswith("EDITED REFLECT.")
