@@ -6,7 +6,7 @@ import json
 import pytest
 from scripted import Seq, StepScriptedBackend
 
-from helpers.config import with_overrides
+from helpers.config import PipelineConfig, with_overrides
 from helpers.knowledge.embeddings import get_embedder
 from helpers.knowledge.ingest import ingest
 from helpers.models.llm import LLM, Budget
@@ -29,7 +29,9 @@ def scripted_run(kb, script, overrides=None, budget=None, **kwargs):
     config, store, _ = kb
     # the loop's control flow needs the shipped round and call limits (the fast profile's one round never
     # reflects); sections have their own tests
-    loop = {"pipeline.max_iter": 3, "pipeline.max_calls": 20, "pipeline.report_style": "single"}
+    shipped = PipelineConfig()
+    loop = {"pipeline.max_iter": shipped.max_iter, "pipeline.max_calls": shipped.max_calls,
+            "pipeline.report_style": "single"}
     config = with_overrides(config, {**loop, **(overrides or {})})
     backend = StepScriptedBackend({**GOOD, **script})
     p = config.pipeline
