@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections import Counter
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
@@ -135,9 +136,14 @@ class Result:
         and a line on how it was made (model, strategy, calls, tokens, time)."""
         lines = [f"# {self.question}", "", self.answer.strip(), "", "## Sources", ""]
         shown = [s for s in self.sources if s.cited or s.number <= listed]
+        pages = Counter((s.source, s.section) for s in shown)
+        seen: Counter = Counter()
         for s in shown:
             mark = "" if s.cited else " (not cited)"
             section = f" — {s.section}" if s.section else ""
+            seen[s.source, s.section] += 1
+            if pages[s.source, s.section] > 1:  # two passages of one page section: say which
+                section += f" (excerpt {seen[s.source, s.section]})"
             lines.append(f"{s.number}. {s.title}{section} · `{s.source}` · {s.collection}{mark}")
         if len(self.sources) > len(shown):
             lines.append(f"\n{len(self.sources) - len(shown)} more passage(s) found but not cited (see the trace).")

@@ -13,7 +13,8 @@ from helpers.knowledge.embeddings import get_embedder
 from helpers.models.llm import LLM, Budget
 from helpers.results import Hit
 from helpers.strategies.pipeline import run_pipeline
-from helpers.strategies.report_writer import Section, check_point, outline, repeats, section_schema, write_report
+from helpers.strategies.report_writer import (Section, check_point, checked_heading, outline, repeats, section_schema,
+                                              write_report)
 from helpers.strategies.reports import cut_off, split_cut_sentence
 
 
@@ -41,9 +42,19 @@ def test_outline_gives_each_collection_a_section_when_the_evidence_spans_several
                 ("animation studios", [at("p2", "production"), at("p3", "production")]),
                 ("ratings over time", [at("r2", "reception"), at("bad", "reception")])]
     sections = outline(searches, skip={"bad"}, max_sections=4, per_section=3)
-    assert [(s.topic, [h.id for h in s.hits]) for s in sections] == [
-        ("animation studios", ["p1", "p2", "p3"]), ("ratings over time", ["r2", "r1"])]   # in turn order
+    assert [(s.topic, [h.id for h in s.hits]) for s in sections] == [   # the section's own search first
+        ("animation studios", ["p2", "p3", "p1"]), ("ratings over time", ["r2", "r1"])]
     assert sections[1].numbers == [4, 5]
+
+
+def test_outline_takes_a_new_page_section_before_a_second_passage_of_one():
+    def at(id_: str, source: str, section: str) -> Hit:
+        return Hit(id_, f"text {id_}", 0.5, "c", source, f"title of {source}", section, 0)
+    searches = [("the question", []),
+                ("origins", [at("o1", "origins.md", "Shorts"), at("o2", "origins.md", "Shorts"),
+                             at("o3", "origins.md", "Premiere"), at("a1", "animation.md", "Studios")])]
+    sections = outline(searches, set(), per_section=3)
+    assert [h.id for h in sections[0].hits] == ["o1", "a1", "o3"]
 
 
 def test_points_must_hold_their_numbers_and_words():
@@ -67,17 +78,18 @@ def test_write_report_drops_repeats_restated_and_unsupported_overview_sentences(
                 Section("cast", [hit("c", "Harry Shearer left in 2015 and returned."),
                                  hit("d", "Digital ink and paint arrived in 2002 for the show.")], [3, 4])]
     script = {"section": Seq(
-        {"heading": "Animation", "points": [{"text": "Digital ink and paint arrived in 2002.", "sources": [1]},
+        {"heading": "Digital Look", "points": [{"text": "Digital ink and paint arrived in 2002.", "sources": [1]},
                                             {"text": "High definition came in 2009. The opening sequence was "
                                                      "redrawn for it.", "sources": [2]}]},
-        {"heading": "Cast", "points": [{"text": "Harry Shearer left in 2015 and returned.", "sources": [3]},
+        {"heading": "Shearer", "points": [{"text": "Harry Shearer left in 2015 and returned.", "sources": [3]},
                                        {"text": "Digital ink and paint arrived in 2002.", "sources": [4]}]}),
         "overview": {"overview": "The look changed twice. High definition came in 2009. The opening sequence was "
                                  "redrawn for it. It won 40 awards in 1990."}}
     backend = StepScriptedBackend(script)
     report, used, steps = write_report(LLM(backend), "How did it change?", sections)
-    assert report == ("The look changed twice.\n\n## Animation\n\nDigital ink and paint arrived in 2002. [1] "
-                      "High definition came in 2009. The opening sequence was redrawn for it. [2]\n\n## Cast\n\nHarry Shearer left in 2015 and returned. [3]")
+    assert report == ("The look changed twice.\n\n## Digital Look\n\nDigital ink and paint arrived in 2002. [1] "
+                      "High definition came in 2009. The opening sequence was redrawn for it. [2]\n\n"
+                      "## Shearer\n\nHarry Shearer left in 2015 and returned. [3]")
     assert [h.id for h in used] == ["a", "b", "c", "d"]                          # numbered as cited
     assert any("repeats an earlier one" in note for note in steps[1].notes)
     assert any("numbers the sections do not state" in note for note in steps[2].notes)
@@ -93,17 +105,17 @@ def test_per_passage_points_cite_each_passage_by_its_key_and_are_checked_like_an
                 Section("cast", [hit("d", "Harry Shearer left in 2015 and returned."),
                                  hit("e", "Hank Azaria stopped voicing Apu in 2020."),
                                  hit("f", "Cast Losses and Recasting. Several voices were recast.")], [4, 5, 6])]
-    script = {"section": Seq({"heading": "Animation", "passage_1": "High definition came in 2009.",
+    script = {"section": Seq({"heading": "Digital Look", "passage_1": "High definition came in 2009.",
                               "passage_2": "Digital ink and paint arrived in 2002.",
                               "passage_3": "The show won awards in 1990."},
-                             {"heading": "Cast", "passage_4": "Harry Shearer left in 2015 and returned.",
+                             {"heading": "Shearer and Azaria", "passage_4": "Harry Shearer left in 2015 and returned.",
                               "passage_5": "Hank Azaria stopped voicing Apu in 2020.",
                               "passage_6": "Cast Losses and Recasting"}),  # a title, not a sentence
               "overview": {"overview": "The look and the cast changed."}}
     backend = StepScriptedBackend(script)
     report, _, steps = write_report(LLM(backend), "How did it change?", sections, per_passage=True)
-    assert report == ("The look and the cast changed.\n\n## Animation\n\nHigh definition came in 2009. [2] "
-                      "Digital ink and paint arrived in 2002. [1]\n\n## Cast\n\n"
+    assert report == ("The look and the cast changed.\n\n## Digital Look\n\nHigh definition came in 2009. [2] "
+                      "Digital ink and paint arrived in 2002. [1]\n\n## Shearer and Azaria\n\n"
                       "Harry Shearer left in 2015 and returned. [4] Hank Azaria stopped voicing Apu in 2020. [5]")
     assert steps[0].prompts[0].startswith("report_section_per_passage@")
     assert any(note.startswith("re-cited [2] instead of [1]") for note in steps[0].notes)
@@ -113,17 +125,34 @@ def test_per_passage_points_cite_each_passage_by_its_key_and_are_checked_like_an
     assert '"passage_4": "...", "passage_5": "...", "passage_6": "..."' in prompt and re.search(r"from passage\s+\[4\]", prompt)
 
 
+def test_a_heading_must_name_what_its_points_say():
+    section = Section("reception", [hit("a", "Guinness World Records recognised the show in 2009.", "records.md"),
+                                    hit("b", "The moral panic faded.")], [7, 8],
+                      points=[("Guinness World Records recognised the show in 2009.", [7]),
+                              ("The moral panic faded.", [8])])
+    notes: list[str] = []
+    assert checked_heading("Records and a Fading Panic", "How did the show change?", section, False, notes) == \
+        "Records and a Fading Panic" and notes == []
+    assert checked_heading("The Show's Shape Changes", "How did the show change?", section, False, notes) == \
+        "title of records.md"                     # only the question's words and "shape": nothing the points say
+    assert checked_heading("Records and a Fa", "How did the show change?", section, True, notes) == \
+        "title of records.md"
+    assert checked_heading("", "How did the show change?", section, False, notes) == "title of records.md"
+    assert [n.split("(")[-1] for n in notes] == ["it names nothing its points say)", "the reply limit cut it)",
+                                                 "none was written)"]
+
+
 def test_a_sentence_the_reply_limit_cut_is_dropped_not_printed():
     sections = [Section("animation", [hit("a", "Digital ink and paint arrived in 2002."),
                                       hit("b", "High definition came in 2009 with a new opening sequence.")], [1, 2])]
     long_tail = "Then the animation moved to Film Roman, which kept the look of the early seasons, " * 10
-    script = {"section": {"heading": "Animation", "points": [
+    script = {"section": {"heading": "Digital Look", "points": [
                   {"text": "Digital ink and paint arrived in 2002.", "sources": [1]},
                   {"text": "High definition came in 2009 with a new opening sequence.", "sources": [2]}]},
               "overview": {"overview": "The look changed twice, first to digital paint. " + long_tail}}
     backend = StepScriptedBackend(script)
     report, _, steps = write_report(LLM(backend), "How did it change?", sections)
-    assert report.startswith("The look changed twice, first to digital paint.\n\n## Animation")
+    assert report.startswith("The look changed twice, first to digital paint.\n\n## Digital Look")
     assert "Film Roman" not in report
     assert any(note.startswith("the reply limit (160 tokens) cut the overview") for note in steps[1].notes)
     assert split_cut_sentence("It moved in 2002. Then it went to") == ("It moved in 2002.", "Then it went to")
@@ -141,19 +170,20 @@ def test_a_per_passage_reply_cut_by_its_limit_keeps_the_sentences_it_finished():
                                  hit("e", "Hank Azaria stopped voicing Apu in 2020.")], [4, 5])]
     copied = "High definition came in 2009 with a new opening sequence and " * 20
     backend = StepScriptedBackend({
-        "section": Seq({"heading": "Animation", "passage_1": "Digital ink and paint arrived in 2002.",
+        "section": Seq({"heading": "Digital Look", "passage_1": "Digital ink and paint arrived in 2002.",
                         "passage_2": copied, "passage_3": "The opening sequence was redrawn in 2009."},
-                       {"heading": "Cast", "passage_4": "Harry Shearer left in 2015 and returned.",
+                       {"heading": "Shearer and Azaria", "passage_4": "Harry Shearer left in 2015 and returned.",
                         "passage_5": "Hank Azaria stopped voicing Apu in 2020."}),
         "overview": {"overview": "The look and the cast changed."}})
     report, _, steps = write_report(LLM(backend, retries=1), "How did it change?", sections, per_passage=True)
-    assert "## Animation\n\nDigital ink and paint arrived in 2002. [1]\n\n## Cast" in report
+    assert "## title of a.md\n\nDigital ink and paint arrived in 2002. [1]\n\n## Shearer and Azaria" in report
+    assert any(note.startswith("heading ") and note.endswith("(the reply limit cut it)") for note in steps[0].notes)
     assert steps[0].calls == 1 and "with a new opening sequence and" not in report
     assert any(note.startswith("the reply limit (220 tokens) ended the reply before 1 of its 3 passages")
                for note in steps[0].notes)
     assert any(note.startswith("the reply limit (220 tokens) cut the last point") for note in steps[0].notes)
     required = backend.calls_for("section")[0]["schema"]["required"]
-    assert required == ["heading", "passage_1", "passage_2", "passage_3"]      # decoding still asks for every key
+    assert required == ["passage_1", "passage_2", "passage_3", "heading"]      # decoding still asks for every key
 
 
 def test_a_sentence_the_per_passage_cap_ended_keeps_its_finished_sentences():
@@ -161,7 +191,8 @@ def test_a_sentence_the_per_passage_cap_ended_keeps_its_finished_sentences():
                                  hit("e", "Hank Azaria stopped voicing Apu in 2020.")], [1, 2])]
     capped = "Phil Hartman was killed in 1998. His characters were ret"  # the grammar ended it at 56 characters
     backend = StepScriptedBackend({
-        "section": {"heading": "Cast", "passage_1": capped, "passage_2": "Hank Azaria stopped voicing Apu in 2020."},
+        "section": {"heading": "Hartman and Azaria", "passage_1": capped,
+                    "passage_2": "Hank Azaria stopped voicing Apu in 2020."},
         "overview": {"overview": "The cast changed."}})
     report, _, steps = write_report(LLM(backend), "How did it change?", sections, per_passage=True, point_chars=56)
     assert "Phil Hartman was killed in 1998. [1] Hank Azaria stopped voicing Apu in 2020. [2]" in report
@@ -243,5 +274,20 @@ def test_the_pipeline_writes_a_sectioned_report(simpsons_kb):
                           llm=LLM(backend, budget=Budget(max_calls=20, max_prompt_tokens=15000)), store=store,
                           embedder=get_embedder(config.embedding))
     assert backend.steps()[-3:] == ["section", "section", "overview"] and "synthesize" not in backend.steps()
-    assert result.answer.startswith("The show changed.") and result.answer.count("## Findings") == 2
+    assert result.answer.startswith("The show changed.") and result.answer.count("## ") == 2
+    assert "## Findings" not in result.answer            # named nothing its points say: a page title instead
+    notes = [n for step in result.trace if step.step == "section" for n in step.notes]
+    assert sum(n.startswith("heading 'Findings' replaced by the title of the first point's page") for n in notes) == 2
     assert [s.cited for s in result.sources][:1] == [True] and not result.error
+
+
+def test_the_sources_list_tells_two_passages_of_one_page_section_apart():
+    from helpers.results import Result, number_sources
+    origins = [Hit(f"o{i}", "text", 0.5, "simpsons_production", "origins.md", "Origins", "From Shorts", i)
+               for i in (1, 2)]
+    result = Result("q", "deepsearcher", answer="It began as shorts. [1] [3]")
+    result.sources = number_sources([origins[0], hit("a", source="anim.md"), origins[1]], result.answer)
+    listing = result.report_markdown().split("## Sources")[1]
+    assert "1. Origins — From Shorts (excerpt 1) · `origins.md`" in listing
+    assert "3. Origins — From Shorts (excerpt 2) · `origins.md`" in listing
+    assert "2. title of anim.md · `anim.md` · c (not cited)" in listing

@@ -39,6 +39,7 @@ TEXT_MAX = 8192  # UTF-8 bytes of the text field
 FIELD_MAX = 512  # UTF-8 bytes of the source, title and section fields
 META_PROPERTY = "deepsearch.meta"  # collection property: description, embedding model, dimension
 OUTPUT_FIELDS = ["text", "source", "title", "section", "chunk_index"]
+_LOCAL_GRPC = {"grpc.keepalive_time_ms": 2**31 - 1, "grpc.keepalive_permit_without_calls": False}
 
 
 def lock_holders(path: Path) -> list[str]:
@@ -145,7 +146,10 @@ class MilvusStore:
         self._meta_cache: dict[str, dict] = {}
         self._titles: dict[str, list[str]] = {}
         try:
-            self.client = MilvusClient(uri=uri, token=token)
+            # the client pings every 10 s by default, which the embedded server refuses
+            # ("too_many_pings" lines on stderr mid-run); a local server needs no keepalive
+            options = {"grpc_options": _LOCAL_GRPC} if self.is_local else {}
+            self.client = MilvusClient(uri=uri, token=token, **options)
         except Exception as exc:  # pymilvus wraps the cause in several exception types
             text = str(exc)
             holders = lock_holders(Path(uri).resolve()) if self.is_local else []

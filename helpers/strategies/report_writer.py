@@ -1,13 +1,15 @@
 """A report written section by section, in pieces a small model can hold:
 
     outline: one section per collection the evidence comes from (or per sub-query search,
-             in a knowledge base of one collection), each with its own 2-4 passages
+             in a knowledge base of one collection), each with its own 2-4 passages, those of
+             the section's own search first
     -> one short call per section: a heading and 2-3 points, each citing its passages (or, with
        ``pipeline.section_points: per_passage``, one sentence from each passage in turn, which the
        grammar ends by ``pipeline.section_point_chars`` characters)
     -> checks: words that do not end as a sentence are dropped; a point that repeats an earlier
        one is dropped; a point whose numbers or words its cited passages do not hold is re-cited
-       to the passage that does, or dropped
+       to the passage that does, or dropped; a heading that names nothing its points say gives
+       way to the title of the first point's page
     -> one short call for the overview, written from the section texts (a sentence with a
        number the sections do not state is dropped)
 
@@ -51,13 +53,14 @@ class Section:
 def outline(searches: list[tuple[str, list[Hit]]], skip: set[str], max_sections: int = 4,
             per_section: int = 3) -> list[Section]:
     """The report's sections, each with up to ``per_section`` passages no earlier section took
-    (one per document first) and none in ``skip`` (passages a judge found unhelpful); a group
-    left with fewer than two passages gives no section.
+    (one per document first, then one per page section) and none in ``skip`` (passages a judge
+    found unhelpful); a group left with fewer than two passages gives no section.
 
     When the evidence spans several collections (each holds one side of the topic, as its
     description says), there is one section per collection, in the order their passages rank
-    (turn order), about the first sub-query that searched it.  Otherwise there is one section
-    per sub-query search (after the question's own, which comes first), in the order they ran."""
+    (turn order), about the first sub-query that searched it, whose passages come first.
+    Otherwise there is one section per sub-query search (after the question's own, which comes
+    first), in the order they ran."""
     groups = by_collection(searches, skip)
     if len(groups) < 2:
         groups = searches[1:]
@@ -67,7 +70,9 @@ def outline(searches: list[tuple[str, list[Hit]]], skip: set[str], max_sections:
     for topic, hits in groups:
         free = [h for h in hits if h.id not in taken]
         chosen = at_most_per_document(free, 1)[:per_section]
-        chosen += [h for h in free if h not in chosen][: per_section - len(chosen)]
+        pages = {(h.source, h.section) for h in chosen}
+        rest = sorted((h for h in free if h not in chosen), key=lambda h: (h.source, h.section) in pages)
+        chosen += rest[: per_section - len(chosen)]
         if len(chosen) < 2:
             continue
         taken |= {h.id for h in chosen}
@@ -79,32 +84,39 @@ def outline(searches: list[tuple[str, list[Hit]]], skip: set[str], max_sections:
 
 
 def by_collection(searches: list[tuple[str, list[Hit]]], skip: set[str]) -> list[tuple[str, list[Hit]]]:
-    """The passages of every search (none in ``skip``) grouped by collection, each group in turn
-    order and named after the first sub-query that searched it (the question when none did)."""
+    """The passages of every search (none in ``skip``) grouped by collection, the groups in turn
+    order.  Each group is named after the first sub-query that searched it (the question when none
+    did) and starts with that search's passages, best first; the others follow in turn order."""
     groups: dict[str, list[Hit]] = {}
     for hit in interleave([hits for _, hits in searches], limit=10**6):
         if hit.id not in skip:
             groups.setdefault(hit.collection, []).append(hit)
-    topics = {}
+    topics: dict[str, tuple[str, list[Hit]]] = {}
     for topic, hits in searches[1:] + searches[:1]:
         for hit in hits:
-            topics.setdefault(hit.collection, topic)
-    return [(topics[name], hits) for name, hits in groups.items()]
+            topics.setdefault(hit.collection, (topic, hits))
+    ordered = []
+    for name, hits in groups.items():
+        topic, own = topics[name]
+        first = [h.id for h in own if h.collection == name and h.id not in skip]
+        ordered.append((topic, sorted(hits, key=lambda h: first.index(h.id) if h.id in first else len(first))))
+    return ordered
 
 
 def section_schema(numbers: list[int], per_passage: bool = False, point_chars: int = 0) -> type[BaseModel]:
     """A heading and 2-3 points, each citing one or more of ``numbers`` (the grammar enforces both:
-    asked for "2 or 3", a 1.5B model often stops after one).  ``per_passage``: a heading and one
-    sentence under each passage's own key (``passage_5``), so the key tells the model which passage
-    to read and every passage gives a point.  The decoding grammar requires every key, but a reply
-    the token limit cut keeps the keys it finished (the others are read as empty), so one long
-    sentence costs that sentence, not the section.  ``point_chars`` (per passage): the grammar ends
-    each sentence by that many characters, so a passage copied whole cannot use up the reply."""
-    if per_passage:
+    asked for "2 or 3", a 1.5B model often stops after one).  ``per_passage``: one sentence under
+    each passage's own key (``passage_5``), so the key tells the model which passage to read and
+    every passage gives a point, then the heading, written after the sentences it names.  The
+    decoding grammar requires every key, but a reply the token limit cut keeps the keys it finished
+    (the others are read as empty), so one long sentence costs that sentence, not the section.
+    ``point_chars`` (per passage): the grammar ends each sentence by that many characters, so a
+    passage copied whole cannot use up the reply."""
+    if per_passage:  # the heading comes last, so it names what the sentences say
         keys = [f"passage_{n}" for n in numbers]
-        return create_model("SectionNotes", __config__=ConfigDict(json_schema_extra={"required": ["heading", *keys]}),
-                            heading=(str, Field(..., **plain("a few words"))),
-                            **{key: (str, Field("", **plain("one complete sentence", point_chars))) for key in keys})
+        return create_model("SectionNotes", __config__=ConfigDict(json_schema_extra={"required": [*keys, "heading"]}),
+                            **{key: (str, Field("", **plain("one complete sentence", point_chars))) for key in keys},
+                            heading=(str, Field("", **plain("a few words"))))
     cited = list[Literal[tuple(numbers)]]
     point = create_model("Point", text=(str, Field(..., **plain("one complete sentence"))),
                          sources=(cited, Field(..., min_length=1)))
@@ -170,6 +182,27 @@ def written_points(value: BaseModel, numbers: list[int], per_passage: bool) -> l
     return [(point.text, list(dict.fromkeys(point.sources))) for point in value.points]
 
 
+def _stems(text: str) -> set[str]:
+    """Content words cut to five letters, so "changes" and "changed" count as one."""
+    return {word.strip("'")[:5] for word in content_words(text)}
+
+
+def checked_heading(heading: str, question: str, section: Section, cut: bool, notes: list[str]) -> str:
+    """``heading`` if it names something its points say (a word that is not the question's); else,
+    or when it is empty or the reply limit cut it (``cut``: it is the reply's last field), the title
+    of the page the first point cites, noted.  A small model's heading can name a passage that no
+    point used, or say nothing ("Shape Changes Over Time")."""
+    said = _stems(" ".join(text for text, _ in section.points))
+    if heading and not cut and (_stems(heading) - _stems(question)) & said:
+        return heading
+    if not section.points:
+        return heading or section.topic
+    page = section.hits[section.numbers.index(section.points[0][1][0])].title
+    why = "none was written" if not heading else "the reply limit cut it" if cut else "it names nothing its points say"
+    notes.append(f"heading {heading!r} replaced by the title of the first point's page ({why})")
+    return page
+
+
 def section_prompt(per_passage: bool) -> str:
     """The name of the prompt a section is written with."""
     return "report_section_per_passage" if per_passage else "report_section"
@@ -197,7 +230,6 @@ def write_section(llm: LLM, question: str, section: Section, template: str | Non
             return entry
         entry.raw = reply.raw
         passages = dict(zip(section.numbers, (h.text for h in section.hits)))
-        section.heading = clean_text(reply.value.heading) or section.topic
         points = written_points(reply.value, section.numbers, per_passage)
         if len(points) < len(section.numbers) and per_passage:
             entry.notes.append(f"the reply limit ({reply_tokens} tokens) ended the reply before "
@@ -219,6 +251,8 @@ def write_section(llm: LLM, question: str, section: Section, template: str | Non
                 entry.notes.append(note)
             if cited:
                 section.points.append((text, cited))
+        section.heading = checked_heading(clean_text(reply.value.heading), question, section,
+                                          cut=per_passage and cut_off(reply.raw), notes=entry.notes)
         entry.parsed = {"heading": section.heading, "points": section.points}
     return trace[0]
 
