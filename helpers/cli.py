@@ -243,7 +243,8 @@ def _notebooks_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fast", action="store_true", help="the small model and small budgets (DSL_FAST=1)")
     p.add_argument("--timeout", type=int, default=900, help="seconds per cell")
     p.add_argument("--render", action="store_true",
-                   help="write the whole series as plain HTML with a stamped index into notebooks/rendered/<mode>")
+                   help="write the series (or the notebooks named) as plain HTML pages, each stamped, with an "
+                        "index, into notebooks/rendered/<mode>; pages of notebooks not named stay")
 
 
 @command("notebooks", "execute the notebooks and write executed copies and HTML", _notebooks_args)
@@ -252,7 +253,7 @@ def _notebooks(args: argparse.Namespace) -> None:
     from helpers.lab.notebooks import execute_notebooks
     if args.render:
         runs = render_notebooks(PROJECT_ROOT / "notebooks" / "rendered" / ("fast" if args.fast else "full"),
-                                fast=args.fast, timeout=args.timeout)
+                                fast=args.fast, timeout=args.timeout, paths=args.names or None)
     else:
         runs = execute_notebooks(args.names or None, load_config().resolve_path(args.out), args.timeout,
                                  fast=args.fast or None)

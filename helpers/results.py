@@ -104,12 +104,8 @@ class Result:
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False, default=str)
 
     def save(self, path: str | Path) -> None:
-        """Write the JSON atomically (a temporary file, then a rename): a crash never leaves half a file."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f".{path.name}.partial")
-        partial.write_text(self.to_json())
-        partial.replace(path)
+        """Write the JSON atomically (``write_atomically``)."""
+        write_atomically(path, self.to_json())
 
     @classmethod
     def from_dict(cls, data: dict) -> "Result":
@@ -202,6 +198,15 @@ CITATION = re.compile(r"\[(\d{1,3})\]")  # a source cited as [n]: the one patter
 def cited_numbers(text: str) -> set[int]:
     """Numbers cited as ``[n]`` in a text."""
     return {int(n) for n in CITATION.findall(text)}
+
+
+def write_atomically(path: str | Path, text: str) -> None:
+    """Write ``text`` to a temporary file, then rename it to ``path``: a crash never leaves half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(path)
 
 
 def number_sources(hits: list[Hit], answer: str) -> list[Source]:

@@ -273,6 +273,26 @@ def test_notebook_executes_in_fast_mode(path, fast_kernel, tmp_path):
     assert run.html.stat().st_size > 10_000
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_render_in_parts_keeps_the_pages_it_did_not_remake(tmp_path):
+    """Each page is written as its notebook finishes, and the index keeps the pages of an earlier render
+    (a slow machine renders the full series in parts)."""
+    from helpers.lab.execution import render_notebooks
+    notebook = tmp_path / "99_tiny.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(6 * 7)")]), notebook)
+    out = tmp_path / "rendered"
+    out.mkdir()
+    (out / "index.json").write_text(json.dumps({"00_setup": {"run": "ok", "seconds": 9, "commit": "abc1234"}}))
+    runs = render_notebooks(out, fast=True, timeout=120, paths=[notebook])
+    assert [run.ok for run in runs] == [True] and "42" in (out / "99_tiny.html").read_text()
+    pages = json.loads((out / "index.json").read_text())
+    assert sorted(pages) == ["00_setup", "99_tiny"] and pages["00_setup"]["commit"] == "abc1234"
+    assert pages["99_tiny"]["run"] == "ok" and pages["99_tiny"]["mode"].startswith("fast")
+    index = (out / "index.html").read_text()
+    assert "<a href='00_setup.html'>" in index and "abc1234" in index and "<a href='99_tiny.html'>" in index
+
+
 # -- JupyterLab (fast) ----------------------------------------------------------------------
 
 def _get_json(url: str):

@@ -14,7 +14,7 @@ from helpers.models.llm import LLM, Budget
 from helpers.results import Hit
 from helpers.strategies.pipeline import run_pipeline
 from helpers.strategies.report_writer import (Section, check_point, checked_heading, outline, repeats, section_schema,
-                                              write_report)
+                                              write_report, write_section)
 from helpers.strategies.reports import cut_off, split_cut_sentence
 
 
@@ -291,3 +291,18 @@ def test_the_sources_list_tells_two_passages_of_one_page_section_apart():
     assert "1. Origins — From Shorts (excerpt 1) · `origins.md`" in listing
     assert "3. Origins — From Shorts (excerpt 2) · `origins.md`" in listing
     assert "2. title of anim.md · `anim.md` · c (not cited)" in listing
+
+
+def test_a_section_prompt_shows_each_passage_from_its_first_sentence():
+    """Chunks start with their page's title line (for embedding); asked for a sentence from each passage, the
+    1.5B model copied those lines, so the section prompt names the page once, in the [n] line."""
+    from helpers.knowledge.chunking import header_line
+    text = header_line("Ratings and Awards", "The Long Decline") + "Audiences declined gradually over decades."
+    ratings = Hit("a", text, 0.5, "c", "ratings.md", "Ratings and Awards", "The Long Decline", 0)
+    section = Section("reception", [ratings, hit("b", "Guinness recognised the show.")], [1, 2])
+    backend = StepScriptedBackend({"section": {"passage_1": "Audiences declined gradually over decades.",
+                                               "passage_2": "Guinness recognised the show.", "heading": "Audiences"}})
+    write_section(LLM(backend), "How did it change?", section, per_passage=True)
+    prompt = backend.calls_for("section")[0]["messages"][0]["content"]
+    assert "[1] Ratings and Awards / The Long Decline\n<<<DATA\nAudiences declined gradually" in prompt
+    assert section.heading == "Audiences" and [cited for _, cited in section.points] == [[1], [2]]

@@ -52,6 +52,18 @@ def split_to_fit(text: str, limit: int = TEXT_MAX) -> list[str]:
     return parts
 
 
+def header_line(title: str, section: str = "") -> str:
+    """The line every chunk's text starts with, naming its page (and section), so a chunk read
+    alone, or embedded, says what it is about."""
+    return f"{title} — {section}\n" if section else f"{title}\n"
+
+
+def body_of(text: str, title: str, section: str = "") -> str:
+    """A chunk's text without its ``header_line``."""
+    header = header_line(title, section)
+    return text[len(header):] if text.startswith(header) else text
+
+
 def _with_prefix(prefix: str, body: str) -> list[str]:
     """``prefix`` + ``body``, split so that every text fits the text field."""
     return [prefix + part for part in split_to_fit(body, TEXT_MAX - len(prefix.encode()))]
@@ -79,7 +91,7 @@ def chunk_document(doc: Document, chunk_size: int = 900, chunk_overlap: int = 12
             body = f"{heading}\n{body}"
         if title == doc.title:  # drop a leading "# Title" line: the title is metadata already
             body = re.sub(r"^#\s+.*\n?", "", body).strip()
-        prefix = f"{title} — {section}\n" if section else f"{title}\n"
+        prefix = header_line(title, section)
         for piece in splitter.split_text(body):
             for text in _with_prefix(prefix, piece):
                 chunks.append(Chunk(content_id(doc.source, text), text, doc.source, title, section, len(chunks)))
@@ -91,7 +103,7 @@ def chunk_record(doc: Document) -> list[Chunk]:
     split only if it is too long for the text field."""
     title = clip(doc.title)
     return [Chunk(content_id(doc.source, text), text, doc.source, title, "", index)
-            for index, text in enumerate(_with_prefix(f"{title}\n", doc.text.strip()))]
+            for index, text in enumerate(_with_prefix(header_line(title), doc.text.strip()))]
 
 
 def chunk_documents(docs: list[Document], chunk_size: int = 900, chunk_overlap: int = 120) -> list[Chunk]:

@@ -6,6 +6,7 @@ import re
 import unicodedata
 from functools import lru_cache
 
+from helpers.knowledge.chunking import body_of
 from helpers.knowledge.embeddings import Embedder
 from helpers.knowledge.store import VectorStore
 from helpers.models.llm import LLM
@@ -133,11 +134,14 @@ def lookup_pages(store: VectorStore, embedder: Embedder, name: str, query: str, 
     return pages[:limit]
 
 
-def numbered_chunks(hits: list[Hit], max_chars: int | None = None, start: int = 1) -> str:
-    """Chunks as ``[n] title / section`` headers over fenced text, for prompts (numbered from ``start``)."""
+def numbered_chunks(hits: list[Hit], max_chars: int | None = None, start: int = 1, bodies: bool = False) -> str:
+    """Chunks as ``[n] title / section`` headers over fenced text, for prompts (numbered from ``start``).
+    ``bodies``: the text without the chunk's own title line, so the passage starts with a sentence (a
+    small model asked for a sentence from a passage copies its first line, title or not)."""
     blocks = []
     for number, hit in enumerate(hits, start=start):
-        text = hit.text if max_chars is None else hit.text[:max_chars]
+        text = body_of(hit.text, hit.title, hit.section) if bodies else hit.text
+        text = text if max_chars is None else text[:max_chars]
         where = f"{hit.title} / {hit.section}" if hit.section else hit.title
         blocks.append(f"[{number}] {where}\n{fence(text)}")
     return "\n\n".join(blocks)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import html
+import json
 import os
 import re
 import subprocess
@@ -19,6 +20,7 @@ from typing import Iterable
 from helpers.config import PROJECT_ROOT, load_config
 from helpers.lab.workspace import PROMPTS_ENV, notebook_paths
 from helpers.models.llm import available_cores, cpu_name
+from helpers.results import write_atomically
 
 DEFAULT_OUT = PROJECT_ROOT / "outputs" / "notebooks"
 
@@ -168,30 +170,42 @@ def _stamp(fast: bool) -> dict[str, str]:
             "machine": f"{cpu_name()}, {available_cores()} cores"}
 
 
-def render_notebooks(out_dir: str | Path, *, fast: bool, timeout: int = 900) -> list[NotebookRun]:
-    """Execute the series and write it as plain HTML pages (outputs included) with an ``index.html``
-    stamped with the commit, date, model and machine it was made from.  The stored notebooks stay
-    without outputs; this folder is what a learner reads without running anything."""
+def render_notebooks(out_dir: str | Path, *, fast: bool, timeout: int = 900,
+                     paths: Iterable[str | Path] | None = None) -> list[NotebookRun]:
+    """Execute the series (or ``paths``) and write each notebook as a plain HTML page (outputs
+    included) as soon as it has run, with an ``index.html`` listing every page in the folder and
+    the commit, date, model and machine each was made from (kept in ``index.json``).  So a slow
+    machine can render the series in parts, and an interrupted render keeps the pages it finished.
+    The stored notebooks stay without outputs; this folder is what a learner reads without running
+    anything."""
     import nbformat
     from nbconvert import HTMLExporter
 
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    index = out / "index.json"
+    pages = json.loads(index.read_text(encoding="utf-8")) if index.exists() else {}
     stamp = _stamp(fast)
     exporter = HTMLExporter(template_name="basic")
+    runs = []
     with tempfile.TemporaryDirectory() as tmp:
-        runs = execute_notebooks(out_dir=tmp, timeout=timeout, fast=fast, html_export=False)
-        for run in runs:
+        for path in list(paths) if paths is not None else notebook_paths():
+            run = execute_notebooks([path], out_dir=tmp, timeout=timeout, fast=fast, html_export=False)[0]
             body, _ = exporter.from_notebook_node(nbformat.read(run.executed, as_version=4))
-            run.html = out / f"{run.name}.html"
-            run.html.write_text(f"<p><i>Rendered from commit {stamp['commit']} on {stamp['date']}, "
-                                f"{html.escape(stamp['mode'])}, model {stamp['model']}.</i></p>\n{body}",
-                                encoding="utf-8")
-            run.executed = None
-    rows = "".join(f"<tr><td><a href='{r.name}.html'>{r.name}</a></td><td>{'ok' if r.ok else 'FAILED'}</td>"
-                   f"<td>{r.seconds:.0f} s</td></tr>" for r in runs)
-    facts = "".join(f"<li>{key}: {html.escape(value)}</li>" for key, value in stamp.items())
-    (out / "index.html").write_text(f"<h1>DeepSearch Lab notebooks, executed</h1><ul>{facts}</ul><table>"
-                                    f"<tr><th>notebook</th><th>run</th><th>time</th></tr>{rows}</table>\n",
-                                    encoding="utf-8")
+            run.html, run.executed = out / f"{run.name}.html", None
+            write_atomically(run.html, f"<p><i>Rendered from commit {stamp['commit']} on {stamp['date']}, "
+                                       f"{html.escape(stamp['mode'])}, model {stamp['model']}.</i></p>\n{body}")
+            pages[run.name] = {**stamp, "run": "ok" if run.ok else "FAILED", "seconds": round(run.seconds)}
+            write_atomically(index, json.dumps(dict(sorted(pages.items())), indent=1))
+            write_atomically(out / "index.html", _index_page(pages))
+            runs.append(run)
     return runs
+
+
+def _index_page(pages: dict[str, dict]) -> str:
+    """The rendered folder's index: one row per page, with what it was made from."""
+    columns = ["run", "seconds", "commit", "date", "model", "mode", "machine"]
+    head = "".join(f"<th>{c}</th>" for c in ["notebook", *columns])
+    rows = "".join(f"<tr><td><a href='{name}.html'>{name}</a></td>"
+                   + "".join(f"<td>{html.escape(str(page.get(c, '')))}</td>" for c in columns) + "</tr>"
+                   for name, page in sorted(pages.items()))
+    return f"<h1>DeepSearch Lab notebooks, executed</h1><table><tr>{head}</tr>{rows}</table>\n"

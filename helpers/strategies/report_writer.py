@@ -219,7 +219,7 @@ def write_section(llm: LLM, question: str, section: Section, template: str | Non
         keys = ", ".join(f'"passage_{n}": "..."' for n in section.numbers)
         entry.messages = [{"role": "user", "content": render(
             name, template, question=question, topic=section.topic, keys=keys,
-            passages=numbered_chunks(section.hits, start=section.numbers[0]), first=section.numbers[0])}]
+            passages=numbered_chunks(section.hits, start=section.numbers[0], bodies=True), first=section.numbers[0])}]
         entry.kept = [hit_summary(h) for h in section.hits]
         try:
             reply = llm.structured(entry.messages, section_schema(section.numbers, per_passage, point_chars),
