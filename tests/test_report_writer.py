@@ -306,3 +306,18 @@ def test_a_section_prompt_shows_each_passage_from_its_first_sentence():
     prompt = backend.calls_for("section")[0]["messages"][0]["content"]
     assert "[1] Ratings and Awards / The Long Decline\n<<<DATA\nAudiences declined gradually" in prompt
     assert section.heading == "Audiences" and [cited for _, cited in section.points] == [[1], [2]]
+
+
+def test_a_point_whose_only_sentence_the_cap_ended_keeps_it_to_its_last_clause_break():
+    ratings = ("The show was a ratings phenomenon in its first seasons, becoming the first Fox series to finish a "
+               "season in the top thirty, and its 1990 episode drew 33.6 million viewers.")
+    sections = [Section("reception", [hit("a", ratings), hit("b", "Cast Losses, Retirements and Recasting")], [1, 2])]
+    capped = ratings[:140]
+    backend = StepScriptedBackend({
+        "section": {"passage_1": capped, "passage_2": "Cast Losses, Retirements and Recasting", "heading": "Ratings"},
+        "overview": {"overview": "Ratings peaked early."}})
+    report, _, steps = write_report(LLM(backend), "How did it change?", sections, per_passage=True, point_chars=140)
+    assert "## Ratings\n\nThe show was a ratings phenomenon in its first seasons, becoming the first Fox series to " \
+           "finish a season in the top thirty. [1]" in report
+    assert steps[0].notes[0].startswith("the 140-character cap ended the only sentence of a point: kept it up to")
+    assert steps[0].notes[1].startswith("dropped words that do not end as a sentence: Cast Losses")  # not capped

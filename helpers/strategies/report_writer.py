@@ -5,7 +5,8 @@
              the section's own search first
     -> one short call per section: a heading and 2-3 points, each citing its passages (or, with
        ``pipeline.section_points: per_passage``, one sentence from each passage in turn, which the
-       grammar ends by ``pipeline.section_point_chars`` characters)
+       grammar ends by ``pipeline.section_point_chars`` characters; a single sentence the cap ended
+       is kept up to its last clause break)
     -> checks: words that do not end as a sentence are dropped; a point that repeats an earlier
        one is dropped; a point whose numbers or words its cited passages do not hold is re-cited
        to the passage that does, or dropped; a heading that names nothing its points say gives
@@ -32,8 +33,8 @@ from helpers.knowledge.retrieval import at_most_per_document, interleave, number
 from helpers.models.llm import LLM
 from helpers.prompts import fence, prompt_version, render
 from helpers.results import Hit, TraceStep, hit_summary, traced
-from helpers.strategies.reports import (SENTENCE_END, cite_marks, clean_text, content_words, cut_off, plain,
-                                        split_cut_sentence, support)
+from helpers.strategies.reports import (SENTENCE_END, cite_marks, clean_text, content_words, cut_off, cut_to_clause,
+                                        plain, split_cut_sentence, support)
 
 _NUMBER = re.compile(r"\d[\d,.]*\d|\d")
 
@@ -240,7 +241,11 @@ def write_section(llm: LLM, question: str, section: Section, template: str | Non
             if index == len(points):
                 text = finished(text, reply.raw, "the last point", reply_tokens, entry.notes)
             text, fragment = split_cut_sentence(text)
-            if fragment:  # e.g. a passage's title written as a point, or a copied passage the cap ended
+            if fragment and capped and not text and cut_to_clause(fragment):  # one copied sentence, too long
+                text = cut_to_clause(fragment)
+                entry.notes.append(f"the {point_chars}-character cap ended the only sentence of a point: kept it "
+                                   f"up to its last clause break: {' '.join(text.split()[:8])}…")
+            elif fragment:  # e.g. a passage's title written as a point, or a copied passage the cap ended
                 why = f"the {point_chars}-character cap ended a sentence" if capped else \
                     "words that do not end as a sentence"
                 entry.notes.append(f"dropped {why}: {' '.join(fragment.split()[:8])}…")

@@ -48,6 +48,14 @@ def split_cut_sentence(text: str) -> tuple[str, str]:
     return text.strip(), ""
 
 
+def cut_to_clause(fragment: str, min_words: int = 8) -> str:
+    """``fragment`` (a sentence something cut off) up to its last clause break (a comma, semicolon,
+    colon or dash before a space), closed with a full stop, if that leaves ``min_words`` words; else ''."""
+    breaks = [m.start() for m in re.finditer(r"[,;:—–](?=\s)", fragment)]
+    head = fragment[: breaks[-1]].rstrip() if breaks else ""
+    return head + "." if len(head.split()) >= min_words else ""
+
+
 def clean_text(text: str) -> str:
     """A text field without JSON debris: cut at the first brace or key-like fragment."""
     match = _DEBRIS.search(text)
