@@ -3,7 +3,7 @@
 Layers, lowest first; a module imports only from its own layer or lower ones
 (``tests/test_layers.py`` checks it):
 
-1. ``config``, ``errors``, ``prompts``: settings, typed errors, prompt files
+1. ``config``, ``errors``, ``files``, ``prompts``: settings, typed errors, atomic file writes, prompt files
 2. ``models/``: chat backends, structured output, model files, usage ledger
 3. ``results``: the records every strategy shares (``Hit``, ``Source``, ``TraceStep``, ``Result``)
 4. ``knowledge/``: loaders, chunking, embeddings, the vector store, ingest, retrieval

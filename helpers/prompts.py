@@ -16,6 +16,7 @@ from string import Template
 from typing import Mapping
 
 from helpers.errors import InputError
+from helpers.files import write_atomically
 
 PROMPT_DIR = Path(__file__).with_name("prompts")
 
@@ -88,12 +89,7 @@ class PromptSet:
 
     def save(self, path: str | Path) -> Path:
         """Write the edited prompts as JSON (``{name: text}``); returns the path."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f".{path.name}.partial")  # a crash never leaves half a file
-        partial.write_text(json.dumps(self.edited, indent=2, ensure_ascii=False) + "\n")
-        partial.replace(path)
-        return path
+        return write_atomically(path, json.dumps(self.edited, indent=2, ensure_ascii=False) + "\n")
 
     @classmethod
     def load(cls, path: str | Path) -> "PromptSet":

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from helpers.files import write_atomically
 from helpers.models.usage import UsageLedger
 
 
@@ -198,15 +199,6 @@ CITATION = re.compile(r"\[(\d{1,3})\]")  # a source cited as [n]: the one patter
 def cited_numbers(text: str) -> set[int]:
     """Numbers cited as ``[n]`` in a text."""
     return {int(n) for n in CITATION.findall(text)}
-
-
-def write_atomically(path: str | Path, text: str) -> None:
-    """Write ``text`` to a temporary file, then rename it to ``path``: a crash never leaves half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(text, encoding="utf-8")
-    partial.replace(path)
 
 
 def number_sources(hits: list[Hit], answer: str) -> list[Source]:

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Iterable
 
 from helpers.config import PROJECT_ROOT, load_config
+from helpers.files import write_atomically
 from helpers.lab.workspace import PROMPTS_ENV, notebook_paths
 from helpers.models.llm import available_cores, cpu_name
-from helpers.results import write_atomically
 
 DEFAULT_OUT = PROJECT_ROOT / "outputs" / "notebooks"
 

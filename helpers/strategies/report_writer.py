@@ -99,8 +99,8 @@ def by_collection(searches: list[tuple[str, list[Hit]]], skip: set[str]) -> list
     ordered = []
     for name, hits in groups.items():
         topic, own = topics[name]
-        first = [h.id for h in own if h.collection == name and h.id not in skip]
-        ordered.append((topic, sorted(hits, key=lambda h: first.index(h.id) if h.id in first else len(first))))
+        rank = {h.id: position for position, h in enumerate(own)}  # the group's hits are all of this collection
+        ordered.append((topic, sorted(hits, key=lambda h: rank.get(h.id, len(own)))))
     return ordered
 
 
@@ -241,8 +241,9 @@ def write_section(llm: LLM, question: str, section: Section, template: str | Non
             if index == len(points):
                 text = finished(text, reply.raw, "the last point", reply_tokens, entry.notes)
             text, fragment = split_cut_sentence(text)
-            if fragment and capped and not text and cut_to_clause(fragment):  # one copied sentence, too long
-                text = cut_to_clause(fragment)
+            clause = cut_to_clause(fragment) if fragment and capped and not text else ""
+            if clause:  # one copied sentence, too long: kept to its last clause break
+                text = clause
                 entry.notes.append(f"the {point_chars}-character cap ended the only sentence of a point: kept it "
                                    f"up to its last clause break: {' '.join(text.split()[:8])}…")
             elif fragment:  # e.g. a passage's title written as a point, or a copied passage the cap ended
