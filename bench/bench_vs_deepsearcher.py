@@ -31,6 +31,8 @@ answer step (for DeepSearch: the chunks its YES/NO rerank accepted), as for ours
 Usage:
     python bench/bench_vs_deepsearcher.py --fast --limit 5
     python bench/bench_vs_deepsearcher.py --questions data/qa/simpsons_qa.jsonl --limit 10
+    python bench/bench_vs_deepsearcher.py --questions data/2wiki/dev.json --corpus data/2wiki/corpus.json \
+        --limit 32 --ours naive,chain --original naive,deepsearch:1,chainofrag:2 --match-sampling
 Rows, summary and the table go to outputs/bench/vs_deepsearcher/<model>/<questions>/ (resumable;
 ``--fresh`` starts over).  Figures are printed, never asserted.
 """
@@ -54,7 +56,7 @@ from common import BENCH_OUT, bench_config, table
 
 from helpers.config import Config
 from helpers.evaluation.harness import (EvalQuestion, answer_matches, load_questions, prepare_corpus, recall_at_k,
-                                        run_evaluation, summarise)
+                                        run_evaluation, sample_by_type, summarise)
 from helpers.knowledge.ingest import read_manifest
 from helpers.models.llama_server import llama_server
 from helpers.models.llm import available_cores
@@ -309,7 +311,7 @@ def main() -> None:
     parser.add_argument("--questions", default="data/multihop_sample/questions.json")
     parser.add_argument("--corpus", help="default: data/multihop_sample/corpus.json for the sample, "
                                          "data/collections.json for the Simpsons QA set")
-    parser.add_argument("--limit", type=int, help="only the first N questions")
+    parser.add_argument("--limit", type=int, help="at most N questions, the question types in turn (as eval's --limit)")
     parser.add_argument("--model", help="catalogue name or GGUF path (default: the 1.5B catalogue model)")
     parser.add_argument("--fast", action="store_true", help="the 0.5B model")
     parser.add_argument("--threads", type=int, help="llama.cpp threads for both sides (default: all cores)")
@@ -345,7 +347,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     config = config.model_copy(update={"vector_db": config.vector_db.model_copy(
         update={"uri": str(out / "ours" / "milvus.db")})})
-    questions = load_questions(questions_path)[: args.limit]
+    questions = sample_by_type(load_questions(questions_path), args.limit)
     ours, originals = args.ours.split(","), [s for s in args.original.split(",") if s]
     print(f"model {config.llm.model}, {len(questions)} question(s) from {questions_path.name}, corpus "
           f"{corpus.name}; ours: {', '.join(ours)}; original: {', '.join(originals)}\n", flush=True)
