@@ -263,6 +263,35 @@ def goal_lines(summary: dict) -> list[str]:
     return lines
 
 
+def agent_lines(rows: list[dict], summary: dict) -> list[str]:
+    """The issue #13 goal: each of our agentic strategies against each of the original's agents,
+    on the questions both answered: mean Recall@5 (higher), LLM calls (fewer), and per question
+    how often ours retrieved more, as much or less of the gold at k = 5."""
+    ours = [s for s in summary if not s.startswith("original ") and s != "naive" and not s.startswith("naive/")]
+    theirs = [s for s in summary if s.startswith("original ") and s != "original naive"]
+    lines = []
+    for mine in ours:
+        for other in theirs:
+            by_id = {label: {r["id"]: r for r in rows if r["strategy"] == label} for label in (mine, other)}
+            both = sorted(set(by_id[mine]) & set(by_id[other]))
+            pairs = [(by_id[mine][q], by_id[other][q]) for q in both
+                     if by_id[mine][q].get("recall@5") is not None and by_id[other][q].get("recall@5") is not None]
+            if not pairs:
+                continue
+            r_a, r_b = (sum(p[i]["recall@5"] for p in pairs) / len(pairs) for i in (0, 1))
+            c_a, c_b = (sum(p[i]["calls"] for p in pairs) / len(pairs) for i in (0, 1))
+            more = sum(a["recall@5"] > b["recall@5"] for a, b in pairs)
+            less = sum(a["recall@5"] < b["recall@5"] for a, b in pairs)
+            lines.append(f"  {mine} vs {other} ({len(pairs)} questions): recall@5 {r_a:.2f} vs {r_b:.2f} "
+                         f"({'met' if r_a > r_b else 'not met'}: higher); LLM calls {c_a:.1f} vs {c_b:.1f} "
+                         f"({'met' if c_a < c_b else 'not met'}: fewer); per question at k=5 ours more {more}, "
+                         f"same {len(pairs) - more - less}, less {less}")
+    if not lines:
+        return []
+    return ["Goal (issue #13): higher Recall@5 than the original's agents with fewer LLM calls. "
+            "Measured, not asserted:", *lines]
+
+
 def failure_notes(rows: list[dict]) -> list[str]:
     """Where the small model made the original fail, from the runner's call logs and exceptions."""
     mine = [r for r in rows if r["strategy"].startswith("original ")]
@@ -388,6 +417,9 @@ def main() -> None:
              f"({questions_path.name}), embeddings {config.embedding.model}; means per question",
              table(summary_table(summary)), ""]
     lines += goal_lines(summary)
+    agents = agent_lines(rows, summary)
+    if agents:
+        lines += [""] + agents
     if problem:
         lines += ["", f"The original could not be run: {problem.splitlines()[0]}"]
     notes = failure_notes(original_rows)
