@@ -32,7 +32,7 @@ Usage:
     python bench/bench_vs_deepsearcher.py --fast --limit 5
     python bench/bench_vs_deepsearcher.py --questions data/qa/simpsons_qa.jsonl --limit 10
     python bench/bench_vs_deepsearcher.py --questions data/2wiki/dev.json --corpus data/2wiki/corpus.json \
-        --limit 32 --ours naive,chain --original naive,deepsearch:1,chainofrag:2 --match-sampling
+        --limit 32 --ours naive,chain --original naive,deepsearch:3,chainofrag:3 --match-sampling
 Rows, summary and the table go to outputs/bench/vs_deepsearcher/<model>/<questions>/ (resumable;
 ``--fresh`` starts over).  Figures are printed, never asserted.
 """
@@ -269,10 +269,10 @@ def agent_lines(rows: list[dict], summary: dict) -> list[str]:
     how often ours retrieved more, as much or less of the gold at k = 5."""
     ours = [s for s in summary if not s.startswith("original ") and s != "naive" and not s.startswith("naive/")]
     theirs = [s for s in summary if s.startswith("original ") and s != "original naive"]
+    by_id = {label: {r["id"]: r for r in rows if r["strategy"] == label} for label in ours + theirs}
     lines = []
     for mine in ours:
         for other in theirs:
-            by_id = {label: {r["id"]: r for r in rows if r["strategy"] == label} for label in (mine, other)}
             both = sorted(set(by_id[mine]) & set(by_id[other]))
             pairs = [(by_id[mine][q], by_id[other][q]) for q in both
                      if by_id[mine][q].get("recall@5") is not None and by_id[other][q].get("recall@5") is not None]
