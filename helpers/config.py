@@ -86,7 +86,7 @@ class PipelineConfig(BaseModel):
     # sections: one short call per section (the passages of one sub-query each), then an overview;
     # single: one call writes the whole report (DeepSearcher's way)
     report_style: Literal["sections", "single"] = "sections"
-    report_sections: int = Field(4, ge=1, le=8)
+    report_sections: int = Field(6, ge=1, le=8)
     section_passages: int = Field(3, ge=2, le=6)
     # per_passage: one sentence from each of a section's passages in turn (every passage shown is cited
     # unless a check drops it); free: 2-3 points, each citing any of its passages

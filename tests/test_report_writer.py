@@ -47,6 +47,26 @@ def test_outline_gives_each_collection_a_section_when_the_evidence_spans_several
     assert sections[1].numbers == [4, 5]
 
 
+def test_outline_splits_a_collection_of_many_pages_while_the_report_has_room():
+    def at(id_: str, collection: str, page: str) -> Hit:
+        return Hit(id_, f"text {id_}", 0.5, collection, f"{page}.md", f"title {page}", "", 0)
+    reception = [at("m1", "reception", "milestones"), at("s1", "reception", "streaming"),
+                 at("m2", "reception", "milestones"), at("r1", "reception", "ratings"),
+                 at("c1", "reception", "culture"), at("r2", "reception", "ratings")]
+    searches = [("the question", [at("p1", "production", "origins"), at("p2", "production", "animation")]),
+                ("how it was received", reception)]
+    sections = outline(searches, set(), max_sections=3, per_section=3)
+    assert [(s.topic, [h.id for h in s.hits]) for s in sections] == [
+        ("the question", ["p1", "p2"]),
+        ("how it was received", ["m1", "s1", "m2"]),   # the first half of its four pages
+        ("how it was received", ["r1", "c1", "r2"])]   # the rest, in the group's order
+    assert sections[2].numbers == [6, 7, 8]
+    no_room = outline(searches, set(), max_sections=2, per_section=3)
+    assert [[h.id for h in s.hits] for s in no_room] == [["p1", "p2"], ["m1", "s1", "r1"]]
+    wide_enough = outline(searches, set(), max_sections=4, per_section=4)  # four pages fit one section
+    assert [[h.id for h in s.hits] for s in wide_enough] == [["p1", "p2"], ["m1", "s1", "r1", "c1"]]
+
+
 def test_outline_takes_a_new_page_section_before_a_second_passage_of_one():
     def at(id_: str, source: str, section: str) -> Hit:
         return Hit(id_, f"text {id_}", 0.5, "c", source, f"title of {source}", section, 0)

@@ -51,13 +51,14 @@ def _grouped(hits: list[Hit], key) -> list[list[Hit]]:
     return list(groups.values())
 
 
-def _document(hit: Hit) -> tuple[str, str]:
-    return hit.source, hit.title  # a file, or one record of a benchmark corpus
+def document_of(hit: Hit) -> tuple[str, str]:
+    """The document a chunk comes from: a file, or one record of a benchmark corpus."""
+    return hit.source, hit.title
 
 
 def by_document_in_turn(hits: list[Hit]) -> list[Hit]:
     """Each document's best chunk in turn, then the second best, ...: one long document does not fill every slot."""
-    return interleave(_grouped(hits, _document), len(hits))
+    return interleave(_grouped(hits, document_of), len(hits))
 
 
 def by_collection_in_turn(hits: list[Hit]) -> list[Hit]:
@@ -74,7 +75,7 @@ def at_most_per_document(hits: list[Hit], limit: int) -> list[Hit]:
     counts: dict[tuple[str, str], int] = {}
     kept = []
     for hit in hits:
-        document = _document(hit)
+        document = document_of(hit)
         counts[document] = counts.get(document, 0) + 1
         if counts[document] <= limit:
             kept.append(hit)

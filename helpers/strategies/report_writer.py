@@ -2,7 +2,9 @@
 
     outline: one section per collection the evidence comes from (or per sub-query search,
              in a knowledge base of one collection), each with its own 2-4 passages, those of
-             the section's own search first
+             the section's own search first; while the report has room, a collection whose
+             passages span more pages than a section shows gets two sections, one per half of
+             its pages
     -> one short call per section: a heading and 2-3 points, each citing its passages (or, with
        ``pipeline.section_points: per_passage``, one sentence from each passage in turn, which the
        grammar ends by ``pipeline.section_point_chars`` characters; a single sentence the cap ended
@@ -29,7 +31,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from helpers.errors import BudgetExceededError, StructuredOutputError
-from helpers.knowledge.retrieval import at_most_per_document, interleave, numbered_chunks
+from helpers.knowledge.retrieval import at_most_per_document, document_of, interleave, numbered_chunks
 from helpers.models.llm import LLM
 from helpers.prompts import fence, prompt_version, render
 from helpers.results import Hit, TraceStep, hit_summary, traced
@@ -59,12 +61,15 @@ def outline(searches: list[tuple[str, list[Hit]]], skip: set[str], max_sections:
 
     When the evidence spans several collections (each holds one side of the topic, as its
     description says), there is one section per collection, in the order their passages rank
-    (turn order), about the first sub-query that searched it, whose passages come first.
-    Otherwise there is one section per sub-query search (after the question's own, which comes
-    first), in the order they ran."""
+    (turn order), about the first sub-query that searched it, whose passages come first; a
+    collection can hold more sides than one section shows (see ``split_wide``).  Otherwise there
+    is one section per sub-query search (after the question's own, which comes first), in the
+    order they ran."""
     groups = by_collection(searches, skip)
     if len(groups) < 2:
         groups = searches[1:]
+    else:
+        groups = split_wide(groups, max_sections, per_section)
     taken: set[str] = set(skip)
     sections: list[Section] = []
     number = 1
@@ -82,6 +87,27 @@ def outline(searches: list[tuple[str, list[Hit]]], skip: set[str], max_sections:
         if len(sections) == max_sections:
             break
     return sections
+
+
+def split_wide(groups: list[tuple[str, list[Hit]]], max_sections: int,
+               per_section: int) -> list[tuple[str, list[Hit]]]:
+    """Each group whose passages come from more documents than a section shows (``per_section``)
+    split in two, in turn order while the report has room for another section: the first half of
+    its documents (in the order the group ranks them) and the rest, each with its passages in
+    group order.  A collection can hold several sides of a topic (the reception of a show: its
+    ratings and its cultural impact); one section of three passages would show only some."""
+    room = max_sections - len(groups)
+    split: list[tuple[str, list[Hit]]] = []
+    for topic, hits in groups:
+        documents = list(dict.fromkeys(document_of(h) for h in hits))
+        if room > 0 and len(documents) > per_section:
+            first = set(documents[: (len(documents) + 1) // 2])
+            split += [(topic, [h for h in hits if document_of(h) in first]),
+                      (topic, [h for h in hits if document_of(h) not in first])]
+            room -= 1
+        else:
+            split.append((topic, hits))
+    return split
 
 
 def by_collection(searches: list[tuple[str, list[Hit]]], skip: set[str]) -> list[tuple[str, list[Hit]]]:
