@@ -104,7 +104,7 @@ def test_write_report_drops_repeats_restated_and_unsupported_overview_sentences(
         {"heading": "Shearer", "points": [{"text": "Harry Shearer left in 2015 and returned.", "sources": [3]},
                                        {"text": "Digital ink and paint arrived in 2002.", "sources": [4]}]}),
         "overview": {"overview": "The look changed twice. High definition came in 2009. The opening sequence was "
-                                 "redrawn for it. It won 40 awards in 1990."}}
+                                 "redrawn for it. It won 40 awards in 1990. The look changed twice over."}}
     backend = StepScriptedBackend(script)
     report, used, steps = write_report(LLM(backend), "How did it change?", sections)
     assert report == ("The look changed twice.\n\n## Digital Look\n\nDigital ink and paint arrived in 2002. [1] "
@@ -115,6 +115,7 @@ def test_write_report_drops_repeats_restated_and_unsupported_overview_sentences(
     assert any("numbers the sections do not state" in note for note in steps[2].notes)
     restated = [note for note in steps[2].notes if "restates a point" in note]   # each sentence of a point counts
     assert len(restated) == 2 and "High definition came in 2009." in restated[0]
+    assert "dropped an overview sentence that repeats an earlier one: The look changed twice over.…" in steps[2].notes
     assert "[3]" in backend.calls_for("section")[1]["messages"][0]["content"]    # report-wide numbers
 
 
@@ -158,8 +159,10 @@ def test_a_heading_must_name_what_its_points_say():
     assert checked_heading("Records and a Fa", "How did the show change?", section, True, notes) == \
         "title of records.md"
     assert checked_heading("", "How did the show change?", section, False, notes) == "title of records.md"
+    sentence = "Guinness World Records recognised the show in several categories, as well as the number of guests"
+    assert checked_heading(sentence, "How did the show change?", section, False, notes) == "title of records.md"
     assert [n.split("(")[-1] for n in notes] == ["it names nothing its points say)", "the reply limit cut it)",
-                                                 "none was written)"]
+                                                 "none was written)", "it is a sentence of 16 words, not a heading)"]
 
 
 def test_a_sentence_the_reply_limit_cut_is_dropped_not_printed():
@@ -341,3 +344,17 @@ def test_a_point_whose_only_sentence_the_cap_ended_keeps_it_to_its_last_clause_b
            "finish a season in the top thirty. [1]" in report
     assert steps[0].notes[0].startswith("the 140-character cap ended the only sentence of a point: kept it up to")
     assert steps[0].notes[1].startswith("dropped words that do not end as a sentence: Cast Losses")  # not capped
+
+
+def test_an_overview_that_only_restates_points_is_left_out():
+    """The 0.5B model's overview was its one point again: the report then starts with its sections."""
+    sections = [Section("records", [hit("a", "Guinness World Records recognised the show in several categories."),
+                                    hit("b", "Over time the moral panic faded.")], [1, 2])]
+    backend = StepScriptedBackend({
+        "section": {"heading": "Records", "points": [
+            {"text": "Guinness World Records recognised the show in several categories.", "sources": [1]},
+            {"text": "Over time the moral panic faded.", "sources": [2]}]},
+        "overview": {"overview": "Guinness World Records recognised the show in several categories."}})
+    report, _, steps = write_report(LLM(backend), "How did it change?", sections)
+    assert report.startswith("## Records\n\nGuinness World Records recognised")
+    assert steps[1].notes[-1] == "every overview sentence restated a point: the report starts with its sections"

@@ -39,6 +39,7 @@ from helpers.strategies.reports import (SENTENCE_END, cite_marks, clean_text, co
                                         plain, split_cut_sentence, support)
 
 _NUMBER = re.compile(r"\d[\d,.]*\d|\d")
+HEADING_WORDS = 12  # a longer "heading" is a sentence
 
 
 @dataclass
@@ -215,17 +216,20 @@ def _stems(text: str) -> set[str]:
 
 
 def checked_heading(heading: str, question: str, section: Section, cut: bool, notes: list[str]) -> str:
-    """``heading`` if it names something its points say (a word that is not the question's); else,
-    or when it is empty or the reply limit cut it (``cut``: it is the reply's last field), the title
-    of the page the first point cites, noted.  A small model's heading can name a passage that no
-    point used, or say nothing ("Shape Changes Over Time")."""
+    """``heading`` if it is a few words (at most ``HEADING_WORDS``) that name something its points say
+    (a word that is not the question's); else, or when it is empty or the reply limit cut it (``cut``:
+    it is the reply's last field), the title of the page the first point cites, noted.  A small
+    model's heading can name a passage that no point used, say nothing ("Shape Changes Over Time"),
+    or be a whole sentence copied from a passage (the 0.5B model's)."""
     said = _stems(" ".join(text for text, _ in section.points))
-    if heading and not cut and (_stems(heading) - _stems(question)) & said:
+    long = len(heading.split()) > HEADING_WORDS
+    if heading and not cut and not long and (_stems(heading) - _stems(question)) & said:
         return heading
     if not section.points:
         return heading or section.topic
     page = section.hits[section.numbers.index(section.points[0][1][0])].title
-    why = "none was written" if not heading else "the reply limit cut it" if cut else "it names nothing its points say"
+    why = "none was written" if not heading else "the reply limit cut it" if cut else \
+        f"it is a sentence of {len(heading.split())} words, not a heading" if long else "it names nothing its points say"
     notes.append(f"heading {heading!r} replaced by the title of the first point's page ({why})")
     return page
 
@@ -291,8 +295,9 @@ def write_section(llm: LLM, question: str, section: Section, template: str | Non
 
 def write_overview(llm: LLM, question: str, sections: list[Section], template: str | None = None,
                    reply_tokens: int = 160) -> tuple[str, TraceStep]:
-    """The overview, written from the section texts; sentences stating numbers the sections do not, or
-    restating a sentence of their points (the first sentence stays if every one does), are dropped."""
+    """The overview, written from the section texts; sentences stating numbers the sections do not,
+    restating a sentence of their points, or repeating an earlier overview sentence are dropped (an
+    overview that only restated points is left out: the report starts with its sections)."""
     trace: list[TraceStep] = []
     with traced(trace, llm.ledger, "overview", question=question) as entry:
         entry.prompts = [prompt_version("report_overview", template)]
@@ -314,10 +319,18 @@ def write_overview(llm: LLM, question: str, sections: list[Section], template: s
                         for s in sentences if s not in kept]
         point_sentences = [sentence for text in points for sentence in SENTENCE_END.split(text)]
         restated = [s for s in kept if repeats(s, point_sentences)]
-        restated = restated[1:] if restated == kept else restated  # the first sentence stays if every one repeats
         entry.notes += [f"dropped an overview sentence that restates a point: {' '.join(s.split()[:8])}…"
                         for s in restated]
-        entry.parsed = " ".join(s for s in kept if s not in restated)
+        said: list[str] = []
+        for sentence in (s for s in kept if s not in restated):
+            if repeats(sentence, said):
+                entry.notes.append(f"dropped an overview sentence that repeats an earlier one: "
+                                   f"{' '.join(sentence.split()[:8])}…")
+            else:
+                said.append(sentence)
+        if kept and not said:
+            entry.notes.append("every overview sentence restated a point: the report starts with its sections")
+        entry.parsed = " ".join(said)
     return entry.parsed, trace[0]
 
 
