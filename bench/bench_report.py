@@ -13,7 +13,7 @@ sections whose points end in ``[n]`` citations) and ``result.sources``:
   punctuation) equal to an earlier one, or whose word-trigram Jaccard similarity with an
   earlier one is >= 0.6;
 - cut: the overview or a point that does not end in ``.``, ``!``, ``?`` or a closing
-  quote/bracket once its trailing citations are removed;
+  quote/bracket once its trailing citations are removed, or that ends in an ellipsis;
 - supported %: points that cite at least one source and whose every number (dates, counts,
   seasons) occurs in the full text of one of their cited passages (the stored chunk, read
   back from the vector store by ``chunk_id``; the trace only keeps 200 characters);
@@ -162,9 +162,10 @@ def repeated_sentences(answer: str, threshold: float = 0.6) -> list[str]:
 
 
 def is_cut(text: str) -> bool:
-    """True when a text, without its trailing citations, does not end like a sentence."""
+    """True when a text, without its trailing citations, does not end like a sentence (an ellipsis
+    is a sentence that was cut)."""
     text = TRAILING_CITATIONS.sub("", text)
-    return bool(text) and text[-1] not in ENDINGS
+    return bool(text) and (text[-1] not in ENDINGS or text.endswith(("...", "\u2026")))
 
 
 def cut_strings(answer: str) -> list[str]:

@@ -346,6 +346,25 @@ def test_a_point_whose_only_sentence_the_cap_ended_keeps_it_to_its_last_clause_b
     assert steps[0].notes[1].startswith("dropped words that do not end as a sentence: Cast Losses")  # not capped
 
 
+def test_a_point_the_model_ended_with_an_ellipsis_at_the_cap_is_a_cut_sentence():
+    """A fresh-clone demo printed "...Time had included Bart Simpson in its list of the hundred most... [13]":
+    the 1.5B model closed its capped sentence with "..." itself."""
+    time = ("Time magazine named The Simpsons the best television series of the 20th century in its end-of-century "
+            "issue in December 1999, and a year earlier, in 1998, Time had included Bart Simpson in its list of the "
+            "hundred most important people of the century.")
+    sections = [Section("reception", [hit("a", time), hit("b", "Over time the moral panic faded.")], [1, 2])]
+    backend = StepScriptedBackend({
+        "section": {"passage_1": time[:217] + "...", "passage_2": "Over time the moral panic faded.",
+                    "heading": "Honours"},
+        "overview": {"overview": "Honours came early."}})
+    report, _, steps = write_report(LLM(backend), "How did it change?", sections, per_passage=True, point_chars=220)
+    assert "in December 1999, and a year earlier, in 1998. [1] Over time the moral panic faded. [2]" in report
+    assert "..." not in report
+    assert split_cut_sentence("It aired in 1990. Time listed the hundred most...") == \
+        ("It aired in 1990.", "Time listed the hundred most...")
+    assert split_cut_sentence("It moved to the U.S.") == ("It moved to the U.S.", "")
+
+
 def test_an_overview_that_only_restates_points_is_left_out():
     """The 0.5B model's overview was its one point again: the report then starts with its sections."""
     sections = [Section("records", [hit("a", "Guinness World Records recognised the show in several categories."),

@@ -31,7 +31,7 @@ def plain(description: str, max_chars: int = 0) -> dict:
 
 
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")  # where a text is split into sentences
-_CLOSED = re.compile(r"[.!?][\"')\]]*$")  # a sentence that ends as sentences do
+_CLOSED = re.compile(r"(?<!\.)[.!?][\"')\]]*$")  # a sentence that ends as sentences do (not in "...")
 
 
 def cut_off(raw: str) -> bool:
