@@ -376,4 +376,4 @@ def test_an_overview_that_only_restates_points_is_left_out():
         "overview": {"overview": "Guinness World Records recognised the show in several categories."}})
     report, _, steps = write_report(LLM(backend), "How did it change?", sections)
     assert report.startswith("## Records\n\nGuinness World Records recognised")
-    assert steps[1].notes[-1] == "every overview sentence restated a point: the report starts with its sections"
+    assert steps[1].notes[-1] == "no overview sentence is left: the report starts with its sections"

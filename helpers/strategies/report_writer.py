@@ -329,7 +329,7 @@ def write_overview(llm: LLM, question: str, sections: list[Section], template: s
             else:
                 said.append(sentence)
         if kept and not said:
-            entry.notes.append("every overview sentence restated a point: the report starts with its sections")
+            entry.notes.append("no overview sentence is left: the report starts with its sections")
         entry.parsed = " ".join(said)
     return entry.parsed, trace[0]
 
