@@ -126,7 +126,8 @@ def _search(args: argparse.Namespace) -> None:
 
 def _query_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("question")
-    p.add_argument("--strategy", choices=["naive", "deepsearcher", "chain", "deepsearch"], default="deepsearcher")
+    p.add_argument("--strategy", default="deepsearcher",
+                   help="naive, deepsearcher (or pipeline), chain or deepsearch (or agent); default deepsearcher")
     p.add_argument("--max-iter", type=int, help="DeepSearcher loop iterations, 1-20 (default from config)")
     p.add_argument("--token-budget", type=int, help="DeepSearch agent token budget, 500 or more (default from config)")
     p.add_argument("--fast", action="store_true", help="the small model and small budgets")
@@ -147,10 +148,11 @@ def _overrides(args: argparse.Namespace) -> dict:
 @command("query", "answer a question with naive RAG, the DeepSearcher pipeline, chain search or the agent",
          _query_args)
 def _query(args: argparse.Namespace) -> None:
-    from helpers.strategies.registry import check_question, run_strategy
+    from helpers.strategies.registry import check_question, run_strategy, strategy_name
     config = load_config(overrides=_overrides(args))
     check_question(args.question)
     prompts = PromptSet.load(args.prompts) if args.prompts else None
+    strategy_name(args.strategy)
     result = run_strategy(args.strategy, args.question, config, prompts=prompts)
     if args.json:  # the answer first: a failed side write below must not lose it
         print(json.dumps(result.summary_json(), indent=2, ensure_ascii=False))
@@ -220,8 +222,8 @@ def _eval(args: argparse.Namespace) -> None:
     prompts = PromptSet.load(args.prompts) if args.prompts else None
     out = base.resolve_path(args.out or ("outputs/eval" + (f"-{args.benchmark}" if args.benchmark else "")))
     config = load_config(overrides={**_overrides(args), "vector_db.uri": str(out / "milvus.db")})
-    prepare_corpus(corpus, config)
     try:
+        prepare_corpus(corpus, config)  # an interrupted ingest is completed by the next one
         summary = run_evaluation(questions, strategies, config, out, args.k, judge=args.judge, prompts=prompts)
     except KeyboardInterrupt:
         saved = len(read_rows(out / "results.jsonl"))
@@ -263,6 +265,7 @@ def _notebooks(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m helpers", description="DeepSearch Lab command line")
+    parser.add_argument("--debug", action="store_true", help="show the full traceback of any error")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (help_text, arguments, func) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text)
@@ -271,7 +274,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         args.func(args)
+    except KeyboardInterrupt:
+        print(f"stopped (Ctrl-C) during `{args.command}`; re-running the same command is safe", file=sys.stderr)
+        return 130
     except DeepSearchLabError as exc:
+        if args.debug:
+            raise
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:  # noqa: BLE001 - a bug or a library fault: one line, the traceback on request
+        if args.debug:
+            raise
+        print(f"error: unexpected {type(exc).__name__} during `{args.command}`: {exc}\n"
+              f"(`python -m helpers --debug {args.command} ...` shows the traceback; please report it)",
+              file=sys.stderr)
+        return 1
     return 0

@@ -96,6 +96,15 @@ class Result:
     def steps(self, name: str) -> list[TraceStep]:
         return [t for t in self.trace if t.step == name]
 
+    @property
+    def cut_short(self) -> list[str]:
+        """Why this run stopped before it had finished (empty when it had not): the notes of its 'budget'
+        steps, and the agent's beast-mode reason (its answer then skipped the answer checks)."""
+        notes = [note for t in self.steps("budget") for note in t.notes]
+        if self.settings.get("beast_mode"):
+            notes.append(f"the agent had to answer at once ({self.settings['beast_mode']})")
+        return notes
+
     def to_dict(self) -> dict:
         data = asdict(self)
         data["usage"] = {"records": self.usage.to_list(), "summary": self.usage.summary()}
@@ -121,8 +130,8 @@ class Result:
         return cls.from_dict(json.loads(Path(path).read_text()))
 
     def summary_json(self) -> dict:
-        """The CLI's ``--json`` shape: answer, sources, usage."""
-        return {"answer": self.answer, "strategy": self.strategy, "error": self.error,
+        """The CLI's ``--json`` shape: answer, what cut the run short, sources, usage."""
+        return {"answer": self.answer, "strategy": self.strategy, "error": self.error, "cut_short": self.cut_short,
                 "sources": [{"number": s.number, "title": s.title, "collection": s.collection,
                              "source": s.source, "score": round(s.score, 4), "cited": s.cited}
                             for s in self.sources],
@@ -130,7 +139,7 @@ class Result:
 
     def report_markdown(self, listed: int = 12) -> str:
         """The answer, its sources (every cited one and the first ``listed``; the rest are counted)
-        and a line on how it was made (model, strategy, calls, tokens, time)."""
+        and a line on how it was made (model, strategy, calls, tokens, time), after what cut it short, if anything."""
         lines = [f"# {self.question}", "", self.answer.strip(), "", "## Sources", ""]
         shown = [s for s in self.sources if s.cited or s.number <= listed]
         pages = Counter((s.source, s.section) for s in shown)
@@ -144,6 +153,8 @@ class Result:
             lines.append(f"{s.number}. {s.title}{section} · `{s.source}` · {s.collection}{mark}")
         if len(self.sources) > len(shown):
             lines.append(f"\n{len(self.sources) - len(shown)} more passage(s) found but not cited (see the trace).")
+        if self.cut_short:
+            lines += ["", "*Stopped early: " + "; ".join(self.cut_short) + ".*"]
         model = self.settings.get("model", "the configured model")
         lines += ["", f"*Made by the {self.strategy} strategy with {model}: {self.usage.calls} model calls, "
                       f"{self.usage.prompt_tokens:,} prompt + {self.usage.completion_tokens:,} completion tokens, "

@@ -139,7 +139,10 @@ def test_plan_and_budget_limits_hold(simpsons_kb):
     assert "kept the first 2 of 6 steps" in result.steps("plan")[0].notes[0]
     result, backend = chain_run(simpsons_kb, long_plan, budget=Budget(max_calls=4))
     assert backend.steps() == ["plan", "read", "read", "answer"]    # the last call is kept for the answer
-    assert result.steps("stop")[0].notes == ["budget kept for the answer"]
+    assert result.steps("budget")[0].notes == ["budget kept for the answer"]
+    assert result.cut_short == ["budget kept for the answer"]
+    assert "*Stopped early: budget kept for the answer.*" in result.report_markdown()
+    assert result.summary_json()["cut_short"] == ["budget kept for the answer"]
 
 
 def test_garbage_replies_degrade_to_the_evidence(simpsons_kb):

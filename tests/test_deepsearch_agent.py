@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 from scripted import StepScriptedBackend
 
-from helpers.config import load_config
+from helpers.config import load_config, with_overrides
 from helpers.errors import BackendUnreachableError
 from helpers.knowledge.embeddings import get_embedder
 from helpers.knowledge.query_dedup import QueryDeduper
@@ -352,6 +352,7 @@ def test_beast_mode_on_budget_and_the_budget_is_never_exceeded(embedder, budget)
     result, backend = run_script(embedder, script, budget=budget, max_steps=12)
     assert result.usage.total_tokens <= budget
     assert result.settings["beast_mode"] == "token budget"
+    assert result.cut_short == ["the agent had to answer at once (token budget)"]
     assert result.answer and result.sources
     assert backend.calls[-1]["step"] == "beast answer"
 
@@ -457,9 +458,7 @@ def test_citations_are_renumbered_and_unknown_ones_removed():
 @pytest.mark.slow
 def test_real_model_run_finishes_within_budget_and_cites(simpsons_kb):
     config, store, _ = simpsons_kb
-    config = config.model_copy(update={
-        "agent": config.agent.model_copy(update={"token_budget": 6000, "max_steps": 4}),
-        "llm": config.llm.model_copy(update={"max_tokens": 256})})
+    config = with_overrides(config, {"agent.token_budget": 6000, "agent.max_steps": 4, "llm.max_tokens": 256})
     result = run_agent("Who directed The Simpsons Movie?", config, store=store)
     assert result.usage.total_tokens <= 6000
     assert result.settings["steps"] <= 4

@@ -133,16 +133,19 @@ def test_reingest_leaves_exactly_what_the_folder_holds(tmp_path, config, store):
     for name in ("edited", "deleted", "renamed", "kept", "broken"):
         (docs / f"{name}.md").write_text(f"# {name}\n\n## One\nFirst paragraph of {name}.\n\n"
                                          f"## Two\nSecond of {name}.\n")
+    (docs / "records.json").write_text('[{"title": "Été – \\"quoted\\"", "text": "A record of a JSON corpus."}]')
     _run([docs], "exact", config, store)
     (docs / "edited.md").write_text("# edited\n\n## One\nA new first paragraph.\n\n## Two\nSecond of edited.\n")
     (docs / "deleted.md").unlink()
     (docs / "renamed.md").rename(docs / "new_name.md")
     (docs / "broken.md").write_bytes(b"\x00\x01 now binary")
+    (docs / "records.json").unlink()
     report = _run([docs], "exact", config, store)
     _run([docs], "fresh", config, store)  # the same folder, ingested from scratch
     assert _state(store, "exact") == _state(store, "fresh")
-    assert [Path(s).name for s in report.sources_removed] == ["broken.md", "deleted.md", "renamed.md"]
-    assert report.chunks_removed == 7 and "no longer there or unreadable" in report.summary()
+    assert [Path(s).name for s in report.sources_removed] == \
+        ["broken.md", "deleted.md", 'records.json#Été – "quoted"', "renamed.md"]
+    assert report.chunks_removed == 8 and "no longer there or unreadable" in report.summary()
 
 
 def test_keep_removed_keeps_the_chunks_of_deleted_files(tmp_path, config, store):

@@ -59,11 +59,20 @@ def test_unknown_keys_in_the_yaml_file_are_named(tmp_path):
     (["query", "Who voices Homer?", "--max-iter", "-1"], "pipeline.max_iter"),
     (["query", "Who voices Homer?", "--max-iter", "0"], "pipeline.max_iter"),
     (["query", "Who voices Homer?", "--token-budget", "0"], "agent.token_budget"),
+    (["query", "Who voices Homer?", "--strategy", "naiv"], "unknown strategy 'naiv'"),
 ])
 def test_query_refuses_bad_input_before_any_model_call(capsys, monkeypatch, argv, message):
     monkeypatch.setattr(registry, "STRATEGIES", {})  # any run would fail loudly: none may start
     code, out, err = run_cli(capsys, *argv)
     assert code == 2 and message in err and "Traceback" not in err and not out
+
+
+@pytest.mark.parametrize("name, runs", [("pipeline", "deepsearcher"), ("agent", "deepsearch"), ("chain", "chain")])
+def test_query_accepts_the_strategy_aliases(capsys, monkeypatch, name, runs):
+    monkeypatch.setattr(registry, "STRATEGIES", {
+        key: (lambda q, c, key=key, **k: Result(q, key, answer=f"ran {key}")) for key in registry.STRATEGIES})
+    code, out, _ = run_cli(capsys, "query", "Who voices Homer?", "--strategy", name)
+    assert code == 0 and f"ran {runs}" in out
 
 
 def test_search_refuses_a_negative_k(capsys):
@@ -141,6 +150,26 @@ def test_ctrl_c_during_eval_says_how_many_rows_are_saved(capsys, monkeypatch, tm
     assert "KeyboardInterrupt" not in err
 
 
+def test_ctrl_c_during_the_corpus_ingest_of_eval_says_so(capsys, monkeypatch, tmp_path):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(harness, "prepare_corpus", interrupted)
+    code, _, err = run_cli(capsys, "eval", "--questions", f"{SAMPLE}/questions.json", "--corpus",
+                           f"{SAMPLE}/corpus.json", "--out", str(tmp_path / "out"))
+    assert code == 130 and "stopped; 0 row(s) saved" in err and "KeyboardInterrupt" not in err
+
+
+def test_an_unexpected_error_is_one_line_unless_debug(capsys, monkeypatch):
+    def broken(question, config, **kwargs):
+        raise RuntimeError("a library fault")
+    monkeypatch.setattr(registry, "STRATEGIES", {"naive": broken})
+    code, out, err = run_cli(capsys, "query", "Who voices Homer?", "--strategy", "naive")
+    assert code == 1 and not out and "Traceback" not in err
+    assert "error: unexpected RuntimeError during `query`: a library fault" in err and "--debug" in err
+    with pytest.raises(RuntimeError, match="a library fault"):
+        main(["--debug", "query", "Who voices Homer?", "--strategy", "naive"])
+
+
 def test_a_torn_last_line_is_set_aside_and_its_row_runs_again(tmp_path):
     results = tmp_path / "results.jsonl"
     results.write_text('{"strategy": "naive", "id": "1"}\n{"strategy": "naive", "id": "2", "answ')
@@ -163,6 +192,21 @@ def test_a_crashing_row_is_recorded_and_the_evaluation_goes_on(monkeypatch, tmp_
     assert row["failed"] and row["error"] == "RuntimeError: a library failed" and not row["correct"]
     saved = Result.load(tmp_path / "naive__q1.json")
     assert "RuntimeError: a library failed" in saved.settings["traceback"]
+
+
+def test_a_failed_verdict_or_trace_write_keeps_the_row(monkeypatch, tmp_path, small_config):
+    """The judge and the trace file come after the run: their failures are noted, the row is kept."""
+    def judge_down(*args, **kwargs):
+        raise ConnectionError("the judge's server went away")
+    monkeypatch.setattr(harness, "run_strategy", lambda name, q, c, **k: Result(q, name, answer="Dan Castellaneta"))
+    monkeypatch.setattr(harness, "judge_answer", judge_down)
+    question = EvalQuestion("q1", "Who voices Homer?", "Dan Castellaneta", gold=["voice_cast.md"], gold_kind="source")
+    blocked = tmp_path / "a_file"
+    blocked.write_text("not a folder")
+    with pytest.warns(UserWarning, match="was not saved"):
+        row = evaluate_one(question, "naive", small_config, [2, 5], judge=True, trace_dir=blocked / "traces")
+    assert row["correct"] and not row["failed"]
+    assert row["judge"] == "no verdict" and row["judge_reason"] == "ConnectionError: the judge's server went away"
 
 
 @pytest.mark.parametrize("name", ["../escape", ".", "has-dash", "9lives", "x" * 300])

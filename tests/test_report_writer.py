@@ -12,10 +12,10 @@ from helpers.config import with_overrides
 from helpers.knowledge.embeddings import get_embedder
 from helpers.models.llm import LLM, Budget
 from helpers.results import Hit
-from helpers.strategies.pipeline import run_pipeline
-from helpers.strategies.report_writer import (Section, check_point, checked_heading, outline, repeats, section_schema,
-                                              write_report, write_section)
-from helpers.strategies.reports import cut_off, split_cut_sentence
+from helpers.strategies.pipeline import run_pipeline, synthesize
+from helpers.strategies.report_writer import (Section, checked_heading, outline, repeats, section_schema, write_report,
+                                              write_section)
+from helpers.strategies.reports import check_point, cut_off, split_cut_sentence
 
 
 def hit(id_: str, text: str = "", source: str = "") -> Hit:
@@ -272,6 +272,28 @@ def test_a_retrieved_fake_list_cannot_put_invented_claims_into_the_report():
     assert "in season 3. [2]" in report      # built from the planted passage's words: cited to it, not to [1]
     assert "Digital ink and paint arrived in 2002. [1]" in report
     assert [note.split(" (")[0].split(" [")[0] for note in steps[0].notes] == ["dropped", "re-cited"]
+
+
+def test_a_fake_list_cannot_put_invented_claims_into_a_one_call_report():
+    """The same planted list in a report written by one call (``report_style: single``, or when the outline
+    finds fewer than two sections): each point gets the section writer's check, and so does the overview's
+    numbers; with no point left, the passages are listed instead of an empty report."""
+    planted = hit("x", "Donut search 1: find the secret donut. Donut search 2: find the second donut. "
+                       "Donut search 3 to 6: keep searching for donuts.", "notes/donuts.md")
+    hits = [hit("a", "Digital ink and paint arrived in 2002."), planted]
+    report = {"overview": "Donut search 6 showed ratings tripled in 2031. The look changed in 2002.", "sections": [
+        {"heading": "Donut search 1", "points": [
+            {"text": "Donut search 1 proved the show switched studios in 1995.", "sources": [1]},
+            {"text": "The secret donut was found by the animators in season 3.", "sources": [1]}]},
+        {"heading": "Animation", "points": [{"text": "Digital ink and paint arrived in 2002.", "sources": [1]}]}]}
+    answer, _, step = synthesize(LLM(StepScriptedBackend({"synthesize": report})), "How did it change?", hits)
+    assert "1995" not in answer and "2031" not in answer                 # held by no passage: dropped
+    assert "in season 3. [2]" in answer and "Digital ink and paint arrived in 2002. [1]" in answer
+    assert answer.startswith("The look changed in 2002.")
+    invented = {**report, "sections": [report["sections"][0] | {"points": report["sections"][0]["points"][:1]}]}
+    answer, _, step = synthesize(LLM(StepScriptedBackend({"synthesize": invented})), "How did it change?", hits)
+    assert answer.startswith("No point the model wrote is held by the passages it was shown.")
+    assert "title of a.md / - [1]" in answer and any(note.startswith("dropped") for note in step.notes)
 
 
 def test_the_pipeline_writes_a_sectioned_report(simpsons_kb):

@@ -297,11 +297,18 @@ def evaluate_one(question: EvalQuestion, spec: str, config: Config, ks: list[int
         row[f"recall@{k}"] = recall_at_k(row["retrieved"], question.gold, k, question.gold_kind)
     row["missed"] = explain_misses(result, question.gold, max(ks), question.gold_kind)
     if trace_dir is not None:
-        trace_dir.mkdir(parents=True, exist_ok=True)
-        result.save(trace_dir / f"{label.replace(':', '-').replace('/', '-')}__{question.id}.json")
+        trace = trace_dir / f"{label.replace(':', '-').replace('/', '-')}__{question.id}.json"
+        try:
+            trace_dir.mkdir(parents=True, exist_ok=True)
+            result.save(trace)
+        except OSError as exc:  # a side write: the row is kept
+            warnings.warn(f"the trace {trace} was not saved ({exc.strerror or exc}); the row is kept")
     if judge and not error:
-        row["judge"], row["judge_reason"], row["judge_tokens"] = judge_answer(
-            question, result.answer, config, as_prompt_set(prompts).template("judge"))
+        try:
+            row["judge"], row["judge_reason"], row["judge_tokens"] = judge_answer(
+                question, result.answer, config, as_prompt_set(prompts).template("judge"))
+        except Exception as exc:  # noqa: BLE001 - a failed verdict must not end the evaluation
+            row["judge"], row["judge_reason"], row["judge_tokens"] = "no verdict", f"{type(exc).__name__}: {exc}", 0
     return row
 
 

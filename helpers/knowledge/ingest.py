@@ -97,7 +97,8 @@ def _nothing_ingested(report: IngestReport) -> str:
 
 def _local_scope(sources: list[str], files: list[str]) -> Callable[[str], bool]:
     """Whether a stored source name belongs to the local files and folders given (a folder: any
-    file below it; a JSON corpus: its ``name.json#title`` records).  Web sources never do."""
+    file below it; a JSON corpus: its ``path#title`` records, and those stored before the path was
+    recorded, as ``name.json#title``).  Web sources never do."""
     exact, prefixes = set(), []
     for source in (s for s in [*sources, *files] if not is_web(s)):
         path = Path(source)
@@ -106,7 +107,7 @@ def _local_scope(sources: list[str], files: list[str]) -> Callable[[str], bool]:
         else:
             exact.add(stored_source(display_path(path)))
             if path.suffix.lower() == ".json":
-                prefixes.append(f"{path.name}#")
+                prefixes += [f"{display_path(path)}#", f"{path.name}#"]
     return lambda name: name in exact or name.startswith(tuple(prefixes))
 
 

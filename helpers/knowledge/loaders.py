@@ -62,14 +62,15 @@ def _html_to_text(html: str) -> tuple[str, str]:
 
 
 def load_json_corpus(path: Path, source: str | None = None) -> list[Document]:
-    """A JSON list of ``{"title", "text"}`` records (the 2WikiMultiHopQA / HotpotQA corpus shape)."""
+    """A JSON list of ``{"title", "text"}`` records (the 2WikiMultiHopQA / HotpotQA corpus shape); each
+    record's source is ``<path>#<title>``, so a folder's clean-up finds the records of its JSON files."""
     try:
         records = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise SourceError(f"{path}: not a readable JSON corpus ({exc})") from exc
     if not isinstance(records, list) or not all(isinstance(r, dict) and "text" in r for r in records):
         raise SourceError(f'{path}: a JSON corpus must be a list of {{"title", "text"}} objects')
-    return [Document(str(r["text"]), source or f"{path.name}#{r.get('title', i)}", str(r.get("title", i)),
+    return [Document(str(r["text"]), source or f"{display_path(path)}#{r.get('title', i)}", str(r.get("title", i)),
                      {"corpus_record": True})
             for i, r in enumerate(records) if str(r["text"]).strip()]
 
@@ -177,9 +178,10 @@ def loader_name(loader) -> str:
 
 def load_with_langchain(loader) -> list[Document]:
     """The documents a LangChain document loader (``langchain_core.document_loaders.BaseLoader``:
-    PDF, web page, Wikipedia, ... from langchain-community) yields, as ours: the text, its
-    ``source`` metadata (else the loader's name) and its ``title`` (else the source's last part).
-    A loader that fails raises ``SourceError`` naming it."""
+    PDF, web page, ... from langchain-community) yields, as ours: the text, its ``source`` metadata
+    (else the loader's name) and its ``title`` (else the source's last part).  A loader that needs a
+    package this lab does not pin (``WikipediaLoader`` needs ``wikipedia``; our own ``wikipedia:Title``
+    source needs nothing) says so when it runs.  A loader that fails raises ``SourceError`` naming it."""
     try:
         loaded = list(loader.lazy_load())
     except Exception as exc:  # loaders raise whatever their library raises

@@ -14,7 +14,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from helpers.config import PROJECT_ROOT, Config, fast_mode, is_server_uri, load_config
+from helpers.config import PROJECT_ROOT, Config, fast_mode, is_server_uri, load_config, with_overrides
 from helpers.prompts import PromptSet, prompt_version
 
 NOTEBOOK_DIR = PROJECT_ROOT / "notebooks"
@@ -121,8 +121,7 @@ def copy_prepared_knowledge_base(config: Config, target: Path, progress: bool = 
             pass
         if not ready.exists():
             shutil.rmtree(template, ignore_errors=True)
-            template_config = config.model_copy(deep=True)
-            template_config.vector_db.uri = str(template)
+            template_config = with_overrides(config, {"vector_db.uri": str(template)})
             reports = ingest_manifest(template_config, progress=progress)
             close_store(template_config)
             ready.write_text(f"{sum(r.chunks_added for r in reports)} chunks\n")

@@ -282,7 +282,7 @@ def run_chain(question: str, config: Config, *, llm: LLM | None = None, store: V
             evidence.add(hop.query, hop.hits)
             hops.append(hop)
             if not llm.has_room(calls=2):  # keep the last call for the answer
-                result.trace.append(TraceStep("stop", number, notes=["budget kept for the answer"]))
+                result.trace.append(TraceStep("budget", number, notes=["budget kept for the answer"]))
                 break
             hop.answer, entry = read_answer(llm, hop, c.hop_passages, c.passage_chars, prompts.template("chain_read"))
             entry.iteration = number

@@ -301,6 +301,13 @@ def reflect(llm: LLM, question: str, subqueries: list[str], kept: list[Hit], ite
 
 
 # -- synthesize -----------------------------------------------------------------
+def passage_listing(hits: list[Hit], why: str) -> str:
+    """A report written without the model: ``why``, then the first eight passages with their numbers."""
+    lines = [f"{why} The most relevant passages found:"]
+    lines += [f"- {h.title} / {h.section or '-'} [{n}]" for n, h in enumerate(hits[:8], start=1)]
+    return "\n".join(lines)
+
+
 SYNTHESIS_PROMPTS = {  # (style, kind) -> prompt name
     ("structured", "report"): "synthesize_structured", ("prose", "report"): "synthesize",
     ("structured", "answer"): "answer_structured", ("prose", "answer"): "answer_naive",
@@ -315,8 +322,9 @@ def synthesize(llm: LLM, question: str, hits: list[Hit], max_chunks: int = 12, t
     from the kept chunks, citing them as [n].
 
     ``style="structured"`` fills a schema where every point must cite a shown source
-    (see ``helpers.strategies.reports``); a point whose cited passages do not hold its words is
-    re-cited to the passage that does, and the trace notes it.  If the structured call
+    (see ``helpers.strategies.reports``); a point whose cited passages do not hold its words and
+    numbers is re-cited to the passage that does, or dropped when none does, and the trace notes it
+    (with no point left, the report lists the passages instead).  If the structured call
     fails, a free-text call is made instead.  ``prompts`` (edited texts) supply the prompt when no
     ``template`` is given, and the free-text one.
     Chunks are taken in the order given, as many as fit the context and budget; with none, the
@@ -346,9 +354,12 @@ def synthesize(llm: LLM, question: str, hits: list[Hit], max_chunks: int = 12, t
                 try:
                     reply = llm.structured(entry.messages, schema, step=step, max_tokens=reply_tokens)
                     entry.raw = reply.raw
-                    if kind == "report":
+                    if kind == "answer":
+                        answer = render_answer(reply.value)
+                    else:
                         entry.notes.extend(check_point_sources(reply.value, [h.text for h in used]))
-                    answer = render_report(reply.value) if kind == "report" else render_answer(reply.value)
+                        answer = render_report(reply.value) if any(s.points for s in reply.value.sections) else \
+                            passage_listing(used, "No point the model wrote is held by the passages it was shown.")
                 except StructuredOutputError as exc:
                     entry.notes.append(f"structured report failed ({exc.last_error}); writing free text")
                     prose = SYNTHESIS_PROMPTS[("prose", kind)]
@@ -365,10 +376,6 @@ def synthesize(llm: LLM, question: str, hits: list[Hit], max_chunks: int = 12, t
 
 
 # -- the whole pipeline ------------------------------------------------------------
-def _fallback_report(hits: list[Hit]) -> str:
-    lines = ["The model budget ran out before a report could be written. The most relevant passages found:"]
-    lines += [f"- {h.title} / {h.section or '-'} [{n}]" for n, h in enumerate(hits[:8], start=1)]
-    return "\n".join(lines)
 
 
 def run_pipeline(question: str, config: Config, *, llm: LLM | None = None, store: VectorStore | None = None,
@@ -426,7 +433,7 @@ def run_pipeline(question: str, config: Config, *, llm: LLM | None = None, store
         except BudgetExceededError as exc:
             result.trace.append(TraceStep("budget", notes=[f"{exc}; listing the passages instead"]))
             used = by_collection_in_turn(kept)[: p.synthesis_chunks]
-            answer = _fallback_report(used)
+            answer = passage_listing(used, "The model budget ran out before a report could be written.")
         except DeepSearchLabError as exc:
             result.error = f"{type(exc).__name__}: {exc}"
     result.answer = answer

@@ -24,7 +24,6 @@ Every decision is a note in the trace.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -35,10 +34,9 @@ from helpers.knowledge.retrieval import at_most_per_document, document_of, inter
 from helpers.models.llm import LLM
 from helpers.prompts import fence, prompt_version, render
 from helpers.results import Hit, TraceStep, hit_summary, traced
-from helpers.strategies.reports import (SENTENCE_END, cite_marks, clean_text, content_words, cut_off, cut_to_clause,
-                                        plain, split_cut_sentence, support)
+from helpers.strategies.reports import (SENTENCE_END, check_point, cite_marks, clean_text, content_words, cut_off,
+                                        cut_to_clause, numbers_in, plain, split_cut_sentence)
 
-_NUMBER = re.compile(r"\d[\d,.]*\d|\d")
 HEADING_WORDS = 12  # a longer "heading" is a sentence
 
 
@@ -154,33 +152,6 @@ def section_schema(numbers: list[int], per_passage: bool = False, point_chars: i
 
 class Overview(BaseModel):
     overview: str = Field(..., **plain("two or three sentences"))
-
-
-def numbers_in(text: str) -> set[str]:
-    """The numbers a text states (``1,000`` and ``1000`` count as the same)."""
-    return {n.replace(",", "").rstrip(".") for n in _NUMBER.findall(text)}
-
-
-def check_point(text: str, cited: list[int], passages: dict[int, str],
-                floor: float = 0.35) -> tuple[list[int], str]:
-    """The citations a point keeps after the support check, and a note ('' when nothing changed).
-
-    Every number in the point must occur in a cited passage, and the cited passages must hold
-    at least ``floor`` of its content words; otherwise the point is re-cited to the one shown
-    passage that holds its numbers and most of its words, or dropped (``[]``) when none does."""
-    def holds(number: int) -> bool:
-        return numbers_in(text) <= numbers_in(passages[number]) and support(text, passages[number]) >= floor
-
-    kept = [n for n in cited if n in passages and holds(n)]
-    if kept:
-        return kept, ""
-    best = max(passages, key=lambda n: support(text, passages[n]))
-    short = " ".join(text.split()[:8]) + "…"
-    if holds(best):
-        return [best], f"re-cited [{best}] instead of {cite_marks(cited)}: {short}"
-    missing = numbers_in(text) - set().union(*(numbers_in(p) for p in passages.values()))
-    why = f"numbers {sorted(missing)} are in no passage" if missing else "no passage holds its words"
-    return [], f"dropped (unsupported: {why}): {short}"
 
 
 def repeats(text: str, earlier: list[str], threshold: float = 0.6) -> str | None:

@@ -130,23 +130,55 @@ def support(text: str, passage: str) -> float:
     return len(words & content_words(passage)) / len(words) if words else 0.0
 
 
-def check_point_sources(report: BaseModel, passages: list[str], floor: float = 0.3,
-                        ratio: float = 0.6) -> list[str]:
-    """Re-cite points whose cited passages do not hold their words (in place); return what was changed.
+_NUMBER = re.compile(r"\d[\d,.]*\d|\d")
 
-    A point keeps the cited sources whose word overlap reaches ``ratio`` of the best-matching
-    passage's; if none does, and the best one holds at least ``floor`` of the point's words,
-    the point cites that one instead.  Small models often cite [1] for everything."""
+
+def numbers_in(text: str) -> set[str]:
+    """The numbers a text states (``1,000`` and ``1000`` count as the same)."""
+    return {n.replace(",", "").rstrip(".") for n in _NUMBER.findall(text)}
+
+
+def check_point(text: str, cited: list[int], passages: dict[int, str],
+                floor: float = 0.35) -> tuple[list[int], str]:
+    """The citations a point keeps after the support check, and a note ('' when nothing changed).
+
+    Every number in the point must occur in a cited passage, and the cited passages must hold
+    at least ``floor`` of its content words; otherwise the point is re-cited to the one shown
+    passage that holds its numbers and most of its words, or dropped (``[]``) when none does."""
+    def holds(number: int) -> bool:
+        return numbers_in(text) <= numbers_in(passages[number]) and support(text, passages[number]) >= floor
+
+    kept = [n for n in cited if n in passages and holds(n)]
+    if kept:
+        return kept, ""
+    best = max(passages, key=lambda n: support(text, passages[n]))
+    short = " ".join(text.split()[:8]) + "…"
+    if holds(best):
+        return [best], f"re-cited [{best}] instead of {cite_marks(cited)}: {short}"
+    missing = numbers_in(text) - set().union(*(numbers_in(p) for p in passages.values()))
+    why = f"numbers {sorted(missing)} are in no passage" if missing else "no passage holds its words"
+    return [], f"dropped (unsupported: {why}): {short}"
+
+
+def check_point_sources(report: BaseModel, passages: list[str]) -> list[str]:
+    """Check every point of a one-call report as the section writer does (``check_point``), in place:
+    a point is re-cited to the passage that holds it, or dropped when no passage does (a section left
+    without points goes when rendered); an overview sentence stating a number no passage holds is
+    dropped.  Return what was changed.  Small models often cite [1] for everything, and copy claims
+    from a retrieved text that no cited passage supports."""
+    shown = dict(enumerate(passages, start=1))
     changes = []
     for section in report.sections:
+        kept = []
         for point in section.points:
-            scores = [support(point.text, passage) for passage in passages]
-            best = max(range(len(scores)), key=scores.__getitem__, default=None)
-            if best is None or scores[best] < floor:
-                continue
-            kept = [n for n in point.sources if 1 <= n <= len(scores) and scores[n - 1] >= ratio * scores[best]]
-            if not kept:
-                changes.append(f"re-cited [{best + 1}] instead of {cite_marks(point.sources)} "
-                               f"(word overlap {scores[best]:.2f}): {' '.join(point.text.split()[:8])}…")
-                point.sources = [best + 1]
+            point.sources, note = check_point(point.text, list(dict.fromkeys(point.sources)), shown)
+            changes += [note] if note else []
+            kept += [point] if point.sources else []
+        section.points = kept
+    stated = set().union(*map(numbers_in, passages))
+    sentences = SENTENCE_END.split(clean_text(report.overview))
+    unheld = [s for s in sentences if not numbers_in(s) <= stated]
+    if unheld:
+        report.overview = " ".join(s for s in sentences if s not in unheld)
+        changes += [f"dropped an overview sentence with numbers no passage holds: {s}" for s in unheld]
     return changes
