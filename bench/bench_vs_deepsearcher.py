@@ -32,7 +32,7 @@ Usage:
     python bench/bench_vs_deepsearcher.py --fast --limit 5
     python bench/bench_vs_deepsearcher.py --questions data/qa/simpsons_qa.jsonl --limit 10
     python bench/bench_vs_deepsearcher.py --questions data/2wiki/dev.json --corpus data/2wiki/corpus.json \
-        --limit 32 --ours naive,chain --original naive,deepsearch:3,chainofrag:3 --match-sampling
+        --limit 30 --ours naive,chain --original naive,deepsearch:3,chainofrag:3 --match-sampling
 Rows, summary and the table go to outputs/bench/vs_deepsearcher/<model>/<questions>/ (resumable;
 ``--fresh`` starts over).  Figures are printed, never asserted.
 """
@@ -54,7 +54,7 @@ from pathlib import Path
 
 from common import BENCH_OUT, bench_config, table
 
-from helpers.config import Config
+from helpers.config import Config, with_overrides
 from helpers.evaluation.harness import (EvalQuestion, answer_matches, load_questions, prepare_corpus, recall_at_k,
                                         run_evaluation, sample_by_type, summarise)
 from helpers.knowledge.ingest import read_manifest
@@ -374,8 +374,7 @@ def main() -> None:
     if args.fresh and out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
-    config = config.model_copy(update={"vector_db": config.vector_db.model_copy(
-        update={"uri": str(out / "ours" / "milvus.db")})})
+    config = with_overrides(config, {"vector_db.uri": str(out / "ours" / "milvus.db")})
     questions = sample_by_type(load_questions(questions_path), args.limit)
     ours, originals = args.ours.split(","), [s for s in args.original.split(",") if s]
     print(f"model {config.llm.model}, {len(questions)} question(s) from {questions_path.name}, corpus "
