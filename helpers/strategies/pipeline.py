@@ -376,8 +376,6 @@ def synthesize(llm: LLM, question: str, hits: list[Hit], max_chunks: int = 12, t
 
 
 # -- the whole pipeline ------------------------------------------------------------
-
-
 def run_pipeline(question: str, config: Config, *, llm: LLM | None = None, store: VectorStore | None = None,
                  embedder: Embedder | None = None, collections: list[str] | None = None,
                  prompts: PromptSet | dict | None = None) -> Result:
