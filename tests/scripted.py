@@ -6,6 +6,7 @@ X; the real-model tests are the ones that show the system works.
 from __future__ import annotations
 
 import json
+import re
 from typing import Callable
 
 from helpers.models.llm import Completion
@@ -28,7 +29,8 @@ class StepScriptedBackend:
 
     Tokens are counted as ``tokens="chars"`` (4 characters each) or ``"words"``; a
     reply longer than the ``max_tokens`` it is given is cut there with finish reason
-    "length", as a real model's would be.  Every call is recorded in ``calls``.
+    "length", as a real model's would be; it ends before the first ``stop`` string, and
+    with ``on_text`` it is streamed word by word.  Every call is recorded in ``calls``.
     """
 
     name = "scripted"
@@ -44,8 +46,9 @@ class StepScriptedBackend:
         self.message_overhead = message_overhead
         self.calls: list[dict] = []
 
-    def complete(self, messages, *, schema, temperature, max_tokens, step):
-        self.calls.append({"step": step, "messages": messages, "schema": schema, "max_tokens": max_tokens})
+    def complete(self, messages, *, schema, temperature, max_tokens, step, stop=None, on_text=None):
+        self.calls.append({"step": step, "messages": messages, "schema": schema, "max_tokens": max_tokens,
+                           "stop": stop})
         if step not in self.script:
             raise AssertionError(f"the script has no reply for step {step!r}")
         reply = self.script[step]
@@ -57,6 +60,10 @@ class StepScriptedBackend:
         if self.count_tokens(text) > max_tokens:
             text = " ".join(text.split()[:max_tokens]) if self.tokens == "words" else text[: max_tokens * 4]
             finish = "length"
+        cuts = [text.index(s) for s in stop or [] if s in text]
+        text = text[: min(cuts)] if cuts else text
+        for piece in re.findall(r"\S+\s*|\s+", text) if on_text else []:
+            on_text(piece)
         prompt = self.fixed_prompt_tokens or sum(self.count_tokens(m["content"]) + self.message_overhead
                                                  for m in messages)
         return Completion(text, prompt, self.count_tokens(text), 0.001, finish)

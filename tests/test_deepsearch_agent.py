@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from scripted import StepScriptedBackend
 
 from helpers.config import load_config, with_overrides
-from helpers.errors import BackendUnreachableError
+from helpers.errors import BackendUnreachableError, BudgetExceededError
 from helpers.knowledge.embeddings import get_embedder
 from helpers.knowledge.query_dedup import QueryDeduper
 from helpers.knowledge.retrieval import interleave
@@ -22,7 +22,9 @@ from helpers.results import Hit
 from helpers.strategies.agent import run_agent
 from helpers.strategies.agent_actions import (action_schema, allowed_actions, cite_sources, drop_repeated_sentences,
                                               has_substance, schema_actions)
+from helpers.strategies.agent_budget import AgentBudget, NoRoomForCall
 from helpers.strategies.agent_memory import AgentMemory, KnowledgeItem, QuestionQueue
+from helpers.strategies.agent_prompts import TEMPLATE_SLACK
 from helpers.strategies.answer_checks import evaluate_answer, plan_checks
 
 QUESTION = "How did the ratings of The Simpsons change over time?"
@@ -357,6 +359,23 @@ def test_beast_mode_on_budget_and_the_budget_is_never_exceeded(embedder, budget)
     assert backend.calls[-1]["step"] == "beast answer"
 
 
+def test_the_agent_budget_keeps_the_final_answer_s_tokens_from_other_calls():
+    caller = LLM(StepScriptedBackend({"action": "x" * 400, "beast answer": "y" * 40}, tokens="words"))
+    caller.chat([{"role": "user", "content": "an earlier run"}], step="action")
+    spent = caller.ledger.total_tokens
+    budget = AgentBudget(caller, 1000, memory_share=0.2, answer_tokens=100, memory=AgentMemory())
+    assert budget.llm.ledger is caller.ledger and budget.memory_cap == 200
+    assert budget.limit == spent + 1000 - TEMPLATE_SLACK and budget.tokens_left() == 1000 - TEMPLATE_SLACK
+    reserve = budget.final_reserve(300)  # the final prompt, today's (nearly empty) memory, the reply
+    assert 400 <= reserve < 400 + budget.memory_cap
+    small = [{"role": "user", "content": "word " * 100}]
+    budget.check_room(small, 100, final_prompt_tokens=300)  # fits beside what is kept back
+    with pytest.raises(NoRoomForCall, match=f"{reserve} tokens kept for the final answer") as caught:
+        budget.check_room(small * 5, 100, final_prompt_tokens=300)
+    assert isinstance(caught.value, BudgetExceededError)  # callers catch both as one
+    assert budget.final_memory_tokens(300) == min(200, budget.tokens_left() - 400)
+
+
 def test_failed_beast_mode_falls_back_to_an_answer_from_memory(embedder):
     script = {"action": [search("simpsons ratings")],
               "rewrite": [json.dumps({"queries": ["simpsons ratings households"]})],
@@ -369,11 +388,10 @@ def test_failed_beast_mode_falls_back_to_an_answer_from_memory(embedder):
 
 def test_a_backend_failure_is_reported_and_still_answered_from_memory(embedder):
     class DyingBackend(StepScriptedBackend):
-        def complete(self, messages, *, schema, temperature, max_tokens, step):
+        def complete(self, messages, *, step, **kwargs):
             if step == "action" and self.calls_for("action"):
                 raise BackendUnreachableError("the model server went away")
-            return super().complete(messages, schema=schema, temperature=temperature, max_tokens=max_tokens,
-                                    step=step)
+            return super().complete(messages, step=step, **kwargs)
 
     config = load_config(overrides={"llm.max_tokens": 64, "search.top_k": 3})
     backend = DyingBackend({"action": [search("simpsons ratings")],

@@ -53,6 +53,24 @@ def test_embedded_chat_and_accounting(small_backend):
 
 
 @pytest.mark.slow
+def test_embedded_streaming_and_stop_give_what_a_plain_call_gives(small_backend):
+    """Streamed, the reply arrives in pieces and is the same text as unstreamed (greedy decoding);
+    the token counts agree within the stop string's tokens; a stop string ends the reply before it."""
+    llm = LLM(small_backend, temperature=0.0, max_tokens=40)
+    colours = [{"role": "user", "content": "Name three colours, separated by commas."}]
+    plain = llm.chat(colours, step="plain")
+    pieces: list[str] = []
+    streamed = llm.chat(colours, step="streamed", on_text=pieces.append)
+    assert len(pieces) > 2 and "".join(pieces) == streamed == plain
+    first, second = llm.ledger.records
+    assert abs(first.prompt_tokens - second.prompt_tokens) <= 2
+    assert abs(first.completion_tokens - second.completion_tokens) <= 2
+    assert "," in plain
+    cut = llm.chat(colours, step="stopped", stop=[","], on_text=pieces.append)
+    assert cut == plain[: plain.index(",")] and llm.ledger.records[-1].completion_tokens < first.completion_tokens
+
+
+@pytest.mark.slow
 def test_embedded_structured_decomposition_and_routing(small_backend):
     llm = LLM(small_backend, temperature=0.0, max_tokens=200)
     reply = llm.structured(DECOMPOSE, Decomposition, step="decompose")
@@ -129,6 +147,11 @@ def test_openai_compatible_backend_against_llama_cpp_server(llama_server):
     # llama_cpp.server answers json_schema with HTTP 500; the backend fell back and remembers it
     assert backend.modes[0] == "json_object"
     assert llm.ledger.records[-1].prompt_tokens > 10
+    pieces: list[str] = []
+    text = llm.chat([{"role": "user", "content": "Name three colours, separated by commas."}], step="streamed",
+                    stop=["\n\n"], on_text=pieces.append)
+    assert len(pieces) > 2 and "".join(pieces) == text and "\n\n" not in text
+    assert llm.ledger.records[-1].completion_tokens > 0
 
 
 def test_openai_backend_unreachable_says_what_to_do():
@@ -141,6 +164,8 @@ def _replay(exchange: str, seen: list):
     def handler(request: httpx.Request) -> httpx.Response:
         seen.append(json.loads(request.content))
         recorded = FIXTURES[exchange]
+        if "response_lines" in recorded:  # a streamed reply: newline-delimited JSON
+            return httpx.Response(200, content="".join(json.dumps(line) + "\n" for line in recorded["response_lines"]))
         return httpx.Response(recorded.get("status", 200), json=recorded["response"])
     return httpx.MockTransport(handler)
 
@@ -159,6 +184,20 @@ def test_ollama_client_path_against_recorded_exchange():
     assert sent["format"]["properties"]["queries"]["type"] == "array"  # schema-constrained decoding
     record = llm.ledger.records[0]
     assert (record.prompt_tokens, record.completion_tokens) == (61, 19)
+
+
+def test_ollama_streamed_reply_and_stop():
+    seen: list = []
+    backend = OllamaBackend("qwen2.5-coder-0.5b", context_size=4096, transport=_replay("chat_streamed", seen))
+    llm = LLM(backend, temperature=0.0, max_tokens=64)
+    pieces: list[str] = []
+    assert llm.chat([{"role": "user", "content": "Where do the Simpsons live?"}], stop=["."],
+                    on_text=pieces.append) == "Springfield, a town"
+    assert pieces == ["Spring", "field", ", a", " town"]
+    expected = FIXTURES["chat_streamed"]["request"]
+    assert seen[0]["stream"] is True and seen[0]["options"] == expected["options"]   # stop sent to the server
+    record = llm.ledger.records[0]
+    assert (record.prompt_tokens, record.completion_tokens) == (24, 4)              # from the last part
 
 
 def test_ollama_missing_model_and_unreachable_server():

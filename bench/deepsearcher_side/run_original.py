@@ -35,12 +35,12 @@ from typing import Any, Callable
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+import deepsearcher.embedding as embedding_module  # noqa: E402
 from deepsearcher import configuration, offline_loading, online_query  # noqa: E402
 from deepsearcher.agent import ChainOfRAG, DeepSearch  # noqa: E402
+from deepsearcher.configuration import Configuration, init_config  # noqa: E402
 from deepsearcher.embedding.base import BaseEmbedding  # noqa: E402
 from deepsearcher.loader.file_loader import JsonFileLoader, TextLoader  # noqa: E402
-from deepsearcher.configuration import Configuration, init_config  # noqa: E402
-import deepsearcher.embedding as embedding_module  # noqa: E402
 
 # Which of deepsearcher's prompts a request carries (a short phrase of each), to name the step.
 PROMPT_KINDS = [

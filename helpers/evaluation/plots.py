@@ -60,7 +60,8 @@ def plot_evaluation(summary: dict, path: str | Path | None = None):
     ax_rounds.set_title("recall@k vs rounds")
     if rounds:
         ax_rounds.set_xticks([n for n, _ in rounds])
-    ax_rounds.legend(fontsize=8)
+    if ax_rounds.get_legend_handles_labels()[0]:  # neither the pipeline nor naive RAG was run: no legend
+        ax_rounds.legend(fontsize=8)
     families = list(dict.fromkeys(_family(s)[0] for s in specs))
     markers = dict(zip(families, "osD^v*"))
     for key in recall_keys[-1:]:  # the largest k, to keep the panel readable
@@ -74,7 +75,8 @@ def plot_evaluation(summary: dict, path: str | Path | None = None):
     ax_tokens.set_xlabel("mean tokens per question")
     ax_tokens.set_ylim(0, 1.05)
     ax_tokens.set_title("recall vs tokens")
-    ax_tokens.legend(fontsize=8)
+    if ax_tokens.get_legend_handles_labels()[0]:
+        ax_tokens.legend(fontsize=8)
     positions = range(len(specs))
     ax_cost.bar(positions, [summary[s]["seconds"] for s in specs], color="tab:blue")
     ax_cost.set_xticks(list(positions), specs, rotation=30, ha="right")

@@ -2,19 +2,22 @@
 (``invoke``, prompt templates, ``|`` chains, ``with_structured_output``) while the
 calls still go through our backend, budget, usage ledger and structured-output repair.
 
-What LangChain gets: stop sequences (the reply is cut at the first one), usage
-metadata on every message (prompt, completion and total tokens of that call),
-``stream`` (the whole reply as one chunk: our backends return complete replies),
-and ``with_structured_output`` that uses our decoding grammar and retries, with
+What LangChain gets: stop sequences (passed to the backend, which ends the reply
+before the first one), usage metadata on every message (prompt, completion and
+total tokens of that call), token streaming (``stream`` yields the pieces as the
+model writes them, and callback handlers get ``on_llm_new_token``), and
+``with_structured_output`` that uses our decoding grammar and retries, with
 ``include_raw`` as in LangChain's own chat models.
 """
 from __future__ import annotations
 
-from typing import Any
+import queue
+import threading
+from typing import Any, Iterator
 
 from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable, RunnableLambda
 from pydantic import BaseModel, ConfigDict
 
@@ -32,12 +35,6 @@ def _as_chat(value: Any) -> list[dict[str, str]]:
     """A prompt value, a message list or a plain string as our chat messages."""
     messages = value.to_messages() if hasattr(value, "to_messages") else value
     return [{"role": "user", "content": messages}] if isinstance(messages, str) else to_chat_messages(messages)
-
-
-def cut_at_stop(text: str, stop: list[str] | None) -> str:
-    """``text`` up to the first of the ``stop`` strings (all of it when none occurs)."""
-    cuts = [text.index(s) for s in stop or [] if s and s in text]
-    return text[: min(cuts)] if cuts else text
 
 
 class LabChatModel(BaseChatModel):
@@ -59,9 +56,37 @@ class LabChatModel(BaseChatModel):
     def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
                   run_manager: Any = None, **kwargs: Any) -> ChatResult:
         before = (self.llm.ledger.prompt_tokens, self.llm.ledger.completion_tokens)
-        text = cut_at_stop(self.llm.chat(to_chat_messages(messages), step=self.step), stop)
+        on_text = run_manager.on_llm_new_token if run_manager else None
+        text = self.llm.chat(to_chat_messages(messages), step=self.step, stop=stop, on_text=on_text)
         message = AIMessage(content=text, usage_metadata=self._usage_since(before))
         return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _stream(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                run_manager: Any = None, **kwargs: Any) -> Iterator[ChatGenerationChunk]:
+        """The reply's pieces as the model writes them, then an empty chunk with the call's usage.
+        The call runs in a worker thread; leaving the loop early waits for the reply to end."""
+        pieces: queue.Queue = queue.Queue()
+        before = (self.llm.ledger.prompt_tokens, self.llm.ledger.completion_tokens)
+
+        def work() -> None:
+            try:
+                self.llm.chat(to_chat_messages(messages), step=self.step, stop=stop,
+                              on_text=lambda piece: pieces.put(("text", piece)))
+                pieces.put(("done", None))
+            except BaseException as exc:  # handed to the reading thread, which raises it
+                pieces.put(("error", exc))
+
+        worker = threading.Thread(target=work, daemon=True)
+        worker.start()
+        try:
+            while (item := pieces.get())[0] == "text":  # LangChain passes each chunk to the callback handlers
+                yield ChatGenerationChunk(message=AIMessageChunk(content=item[1]))
+            if item[0] == "error":
+                raise item[1]
+            yield ChatGenerationChunk(message=AIMessageChunk(content="", usage_metadata=self._usage_since(before),
+                                                             chunk_position="last"))
+        finally:
+            worker.join()
 
     def with_structured_output(self, schema: type[BaseModel], *, include_raw: bool = False,  # type: ignore[override]
                                **kwargs: Any) -> Runnable:

@@ -7,7 +7,8 @@ budgets and structured output that small models cannot break.
 
 Agent code talks to an ``LLM``: ``llm.chat(messages, step=...)`` for text and
 ``llm.structured(messages, Schema, step=...)`` for validated pydantic objects.
-Every call is written to the LLM's ``UsageLedger``.  Nothing here uses asyncio,
+Every backend honours ``stop`` strings and can stream: with ``on_text`` a function
+gets each piece of the reply as the model writes it.  Every call is written to the LLM's ``UsageLedger``.  Nothing here uses asyncio,
 so it is safe inside Jupyter's running event loop.
 """
 from __future__ import annotations
@@ -18,7 +19,7 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Callable, Generic, Iterable, Protocol, TypeVar
 
 from pydantic import BaseModel
 
@@ -32,6 +33,7 @@ from helpers.prompts import render
 
 T = TypeVar("T", bound=BaseModel)
 Messages = list[dict[str, str]]
+OnText = Callable[[str], None]
 
 
 @dataclass
@@ -48,8 +50,10 @@ class ChatBackend(Protocol):
     model: str
     context_size: int
 
-    def complete(self, messages: Messages, *, schema: dict | None, temperature: float,
-                 max_tokens: int, step: str) -> Completion: ...
+    def complete(self, messages: Messages, *, schema: dict | None, temperature: float, max_tokens: int,
+                 step: str, stop: list[str] | None = None, on_text: OnText | None = None) -> Completion:
+        """One reply, cut before the first ``stop`` string; with ``on_text`` it is streamed:
+        each piece is passed to ``on_text`` as it is written."""
 
     def count_tokens(self, text: str) -> int: ...
 
@@ -76,6 +80,17 @@ def cpu_name() -> str:
 def _estimate_tokens(text: str) -> int:
     """Servers give no tokenizer: about 3.5 characters per token for English prose."""
     return max(1, int(len(text) / 3.5))
+
+
+def _stream_text(parts: Iterable[Any], text_of: Callable[[Any], str | None], on_text: OnText) -> tuple[str, list]:
+    """Pass each piece of a streamed reply to ``on_text``; the whole text and every part received."""
+    pieces, received = [], []
+    for part in parts:
+        received.append(part)
+        if piece := text_of(part):
+            pieces.append(piece)
+            on_text(piece)
+    return "".join(pieces), received
 
 
 class LlamaCppBackend:
@@ -110,16 +125,18 @@ class LlamaCppBackend:
                 "Download it again, or for a catalogue model delete it and run `make setup`.") from exc
         use_prompt_cache(self.llama, prompt_cache_mb)
 
-    def complete(self, messages: Messages, *, schema: dict | None, temperature: float,
-                 max_tokens: int, step: str) -> Completion:
-        extra: dict[str, Any] = {}
+    def complete(self, messages: Messages, *, schema: dict | None, temperature: float, max_tokens: int,
+                 step: str, stop: list[str] | None = None, on_text: OnText | None = None) -> Completion:
+        extra: dict[str, Any] = {"stop": stop or None}
         if schema is not None:
             extra["response_format"] = {"type": "json_object", "schema": schema}
         started = time.perf_counter()
         try:
             out = self.llama.create_chat_completion(messages=messages, temperature=temperature,
                                                     max_tokens=max_tokens, repeat_penalty=self.repeat_penalty,
-                                                    **extra)
+                                                    stream=on_text is not None, **extra)
+            if on_text is not None:
+                return self._streamed(out, on_text, started)
         except ValueError as exc:
             if "exceed context window" in str(exc):
                 raise ContextOverflowError(f"step '{step}': {exc}. Shorten the prompt or raise "
@@ -130,6 +147,16 @@ class LlamaCppBackend:
         return Completion(choice["message"].get("content") or "", usage["prompt_tokens"],
                           usage["completion_tokens"], time.perf_counter() - started,
                           choice.get("finish_reason") or "stop")
+
+    def _streamed(self, chunks: Iterable[dict], on_text: OnText, started: float) -> Completion:
+        """Collect a streamed reply.  llama-cpp-python sends no usage when streaming: the reply's
+        tokens are counted from its text, the prompt's from what the context now holds."""
+        text, received = _stream_text(chunks, lambda chunk: chunk["choices"][0]["delta"].get("content"), on_text)
+        finish = next((c["choices"][0]["finish_reason"] for c in reversed(received)
+                       if c["choices"][0].get("finish_reason")), "stop")
+        completion_tokens = self.count_tokens(text) if text else 0
+        return Completion(text, max(1, self.llama.n_tokens - completion_tokens), completion_tokens,
+                          time.perf_counter() - started, finish)
 
     def count_tokens(self, text: str) -> int:
         return len(self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
@@ -151,15 +178,21 @@ class OllamaBackend:
         self._ollama = ollama
         self.client = ollama.Client(host=self.host, timeout=timeout_s, **client_kwargs)
 
-    def complete(self, messages: Messages, *, schema: dict | None, temperature: float,
-                 max_tokens: int, step: str) -> Completion:
+    def complete(self, messages: Messages, *, schema: dict | None, temperature: float, max_tokens: int,
+                 step: str, stop: list[str] | None = None, on_text: OnText | None = None) -> Completion:
         started = time.perf_counter()
+        options = {"num_ctx": self.context_size, "temperature": temperature, "num_predict": max_tokens,
+                   "repeat_penalty": self.repeat_penalty, **({"stop": stop} if stop else {})}
         try:
-            response = self.client.chat(
-                model=self.model, messages=messages, format=schema, stream=False,
-                options={"num_ctx": self.context_size, "temperature": temperature,
-                         "num_predict": max_tokens, "repeat_penalty": self.repeat_penalty},
-            )
+            if on_text is None:
+                response = self.client.chat(model=self.model, messages=messages, format=schema, stream=False,
+                                            options=options)
+                text = response.message.content or ""
+            else:  # the last part of a stream carries the counts and the done reason
+                text, parts = _stream_text(self.client.chat(model=self.model, messages=messages, format=schema,
+                                                            stream=True, options=options),
+                                           lambda part: part.message.content, on_text)
+                response = parts[-1]
         except self._ollama.ResponseError as exc:
             if exc.status_code == 404:
                 raise ModelNotFoundError(
@@ -173,7 +206,7 @@ class OllamaBackend:
                 "OLLAMA_HOST), or switch backend: DSL_PROVIDER=llamacpp for the embedded model."
             ) from exc
         prompt_tokens = response.prompt_eval_count or sum(_estimate_tokens(m["content"]) for m in messages)
-        return Completion(response.message.content or "", prompt_tokens, response.eval_count or 0,
+        return Completion(text, prompt_tokens, response.eval_count or 0,
                           time.perf_counter() - started, response.done_reason or "stop")
 
     def count_tokens(self, text: str) -> int:
@@ -205,19 +238,21 @@ class OpenAIBackend:
             return {"type": "json_object", "schema": schema}
         return None
 
-    def complete(self, messages: Messages, *, schema: dict | None, temperature: float,
-                 max_tokens: int, step: str) -> Completion:
+    def complete(self, messages: Messages, *, schema: dict | None, temperature: float, max_tokens: int,
+                 step: str, stop: list[str] | None = None, on_text: OnText | None = None) -> Completion:
         openai = self._openai
         started = time.perf_counter()
         while True:
             mode = self.modes[0] if schema is not None else "prompt"
-            kwargs: dict[str, Any] = {}
+            kwargs: dict[str, Any] = {"stop": stop} if stop else {}
             if schema is not None and (fmt := self._response_format(mode, schema, step)):
                 kwargs["response_format"] = fmt
             try:
                 response = self.client.chat.completions.create(
                     model=self.model, messages=messages, temperature=temperature,
-                    max_tokens=max_tokens, **kwargs)
+                    max_tokens=max_tokens, stream=on_text is not None, **kwargs)
+                if on_text is not None:
+                    return self._streamed(response, messages, on_text, started)
                 break
             except openai.APIConnectionError as exc:
                 raise BackendUnreachableError(
@@ -234,12 +269,23 @@ class OpenAIBackend:
                     raise
                 self.modes.pop(0)
         choice = response.choices[0]
-        text = choice.message.content or ""
-        usage = response.usage
+        return self._completion(choice.message.content or "", response.usage, messages, started,
+                                choice.finish_reason)
+
+    def _streamed(self, chunks: Iterable[Any], messages: Messages, on_text: OnText, started: float) -> Completion:
+        text, received = _stream_text(chunks, lambda chunk: chunk.choices[0].delta.content if chunk.choices
+                                      else None, on_text)
+        usage = next((c.usage for c in reversed(received) if getattr(c, "usage", None)), None)
+        finish = next((c.choices[0].finish_reason for c in reversed(received)
+                       if c.choices and c.choices[0].finish_reason), None)
+        return self._completion(text, usage, messages, started, finish)
+
+    @staticmethod
+    def _completion(text: str, usage: Any, messages: Messages, started: float, finish: str | None) -> Completion:
+        """The server's token counts where it sends them, else estimates."""
         prompt_tokens = usage.prompt_tokens if usage else sum(_estimate_tokens(m["content"]) for m in messages)
         completion_tokens = usage.completion_tokens if usage else _estimate_tokens(text)
-        return Completion(text, prompt_tokens, completion_tokens, time.perf_counter() - started,
-                          choice.finish_reason or "stop")
+        return Completion(text, prompt_tokens, completion_tokens, time.perf_counter() - started, finish or "stop")
 
     def count_tokens(self, text: str) -> int:
         return _estimate_tokens(text)
@@ -382,22 +428,26 @@ class LLM:
                 f"{self.context_size}. Shorten it or raise llm.context_size.")
         return min(max_tokens, room)
 
-    def _call(self, messages: Messages, *, step: str, schema: dict | None,
-              temperature: float | None, max_tokens: int | None, final: bool = False) -> Completion:
+    def _call(self, messages: Messages, *, step: str, schema: dict | None, temperature: float | None,
+              max_tokens: int | None, final: bool = False, stop: list[str] | None = None,
+              on_text: OnText | None = None) -> Completion:
         prompt_estimate = self.count_messages(messages)
         allowance = self._check_budget(step, prompt_estimate, max_tokens or self.max_tokens, final)
+        # passed only when used, so a backend written without them still serves plain calls
+        extra = {name: value for name, value in (("stop", stop), ("on_text", on_text)) if value}
         completion = self.backend.complete(
             messages, schema=schema, step=step, max_tokens=allowance,
-            temperature=self.temperature if temperature is None else temperature)
+            temperature=self.temperature if temperature is None else temperature, **extra)
         self.ledger.add(CallRecord(step, self.backend.name, self.backend.model, completion.prompt_tokens,
                                    completion.completion_tokens, completion.seconds))
         return completion
 
     def chat(self, messages: Messages, *, step: str = "chat", temperature: float | None = None,
-             max_tokens: int | None = None) -> str:
-        """Plain text reply."""
-        return self._call(messages, step=step, schema=None, temperature=temperature,
-                          max_tokens=max_tokens).text
+             max_tokens: int | None = None, stop: list[str] | None = None, on_text: OnText | None = None) -> str:
+        """Plain text reply, cut before the first ``stop`` string; ``on_text`` gets each piece
+        as the model writes it (e.g. ``on_text=lambda piece: print(piece, end="")``)."""
+        return self._call(messages, step=step, schema=None, temperature=temperature, max_tokens=max_tokens,
+                          stop=stop, on_text=on_text).text
 
     def structured(self, messages: Messages, schema: type[T], *, step: str, temperature: float | None = None,
                    max_tokens: int | None = None, final: bool = False) -> Reply[T]:

@@ -47,39 +47,20 @@ from helpers.knowledge.retrieval import interleave, search_collections
 from helpers.knowledge.store import VectorStore
 from helpers.knowledge.vectorstore import open_store
 from helpers.knowledge.web import WebSearchUnavailable, web_search
-from helpers.models.llm import LLM, Budget, make_llm
+from helpers.models.llm import LLM, make_llm
 from helpers.prompts import PromptSet, as_prompt_set
 from helpers.results import Hit, Result, TraceStep, hit_summary, traced
 from helpers.strategies.agent_actions import (MAX_QUERIES, MAX_QUERY_WORDS, Rewrite, action_schema, allowed_actions,
                                               cite_sources, drop_repeated_sentences, has_substance,
                                               looks_like_placeholder, step_models)
+from helpers.strategies.agent_budget import AgentBudget
 from helpers.strategies.agent_memory import (AgentMemory, BadAttempt, KnowledgeItem, QuestionQueue, numbered, one_line,
                                              quoted)
-from helpers.strategies.agent_prompts import TEMPLATE_SLACK, AgentPrompter, describe_collections
+from helpers.strategies.agent_prompts import AgentPrompter, describe_collections
 from helpers.strategies.answer_checks import analyze_failure, evaluate_answer, plan_checks
 from helpers.strategies.evidence import EvidenceLog
 from helpers.strategies.reports import content_words
 
-
-class NoRoomForCall(Exception):
-    """A call would use tokens that are kept back for the final answer."""
-
-
-# helpers ---------------------------------------------------------------------------
-
-def _with_token_budget(llm: LLM, token_budget: int) -> LLM:
-    """A private LLM over the same backend and ledger, whose total-token budget ends
-    ``token_budget`` tokens from now (the agent reserves the final answer's share of it)."""
-    limit = llm.ledger.total_tokens + token_budget - TEMPLATE_SLACK
-    if llm.budget.max_total_tokens is not None:
-        limit = min(limit, llm.budget.max_total_tokens)
-    budget = Budget(max_calls=llm.budget.max_calls, max_prompt_tokens=llm.budget.max_prompt_tokens,
-                    max_total_tokens=limit)
-    return LLM(llm.backend, temperature=llm.temperature, max_tokens=llm.max_tokens, retries=llm.retries,
-               budget=budget, ledger=llm.ledger)
-
-
-# the agent --------------------------------------------------------------------------
 
 class DeepSearchAgent:
     """One run of the loop.  Use ``run_agent``; the class is here to be read and tested."""
@@ -92,8 +73,6 @@ class DeepSearchAgent:
         self.question = question.strip()
         self.config = config
         self.limits = config.agent
-        self.llm = _with_token_budget(llm, config.agent.token_budget)
-        self.token_limit = self.llm.budget.max_total_tokens  # the ledger total this run may reach
         self.store = store
         self.embedder = embedder
         self.collections = collections or store.list_collections()
@@ -106,6 +85,9 @@ class DeepSearchAgent:
 
         self.prompts = as_prompt_set(prompts)
         self.memory = AgentMemory()
+        self.budget = AgentBudget(llm, config.agent.token_budget, memory_share=memory_share,
+                                  answer_tokens=self.answer_tokens, memory=self.memory)
+        self.llm = self.budget.llm  # the run's own LLM: the caller's backend and ledger, this run's budget
         self.evidence = EvidenceLog()  # every search and read, for the run's source order
         self.queue = QuestionQueue(self.question, config.agent.queue_policy, config.agent.max_gap_questions)
         self.query_dedup = QueryDeduper(embedder, config.agent.dedup_threshold)
@@ -161,7 +143,7 @@ class DeepSearchAgent:
                 return
             try:
                 self._take_step(self.queue.next(step))
-            except (NoRoomForCall, BudgetExceededError):
+            except BudgetExceededError:
                 self._beast_mode("token budget")
                 return
             if self.final_answer is not None:
@@ -187,7 +169,7 @@ class DeepSearchAgent:
         self.steps_since_answer += 1
         schema = action_schema(allowed, self.collections, self.web_enabled, self.max_visits)
         messages, trimmed = self.prompter.action_messages(
-            question, allowed, memory_tokens=self._memory_cap(), web=self.web_enabled, max_visits=self.max_visits,
+            question, allowed, memory_tokens=self.budget.memory_cap, web=self.web_enabled, max_visits=self.max_visits,
             gap_room=min(3, self.limits.max_gap_questions - len(self.queue.pending)),
             asked=self.question_dedup.texts[1:], draft=draft)
         reply, entry = self._ask("action", messages, schema, self.answer_tokens, notes=notes + trimmed,
@@ -215,9 +197,9 @@ class DeepSearchAgent:
         """One structured call, traced: its reply (``None`` when the model gave no valid one) and
         its trace entry, for the caller's notes on what it did with the reply.
 
-        Unless ``final``, the call must leave the tokens kept for the final answer:
-        ``NoRoomForCall`` when it cannot; they are reserved in the LLM's budget (``LLM.reserve``),
-        so that retries after invalid replies cannot use them either (``BudgetExceededError``).
+        Unless ``final``, the call must leave the tokens kept for the final answer
+        (``AgentBudget.check_room``): ``NoRoomForCall`` when it cannot; retries after invalid
+        replies cannot use them either (``BudgetExceededError``).
         """
         with traced(self.trace, self.llm.ledger, step_name, self.step, **inputs) as entry:
             entry.messages = messages
@@ -225,8 +207,8 @@ class DeepSearchAgent:
             entry.notes.extend(notes)
             if not final:
                 try:
-                    self._check_room(messages, max_tokens)
-                except NoRoomForCall as exc:
+                    self.budget.check_room(messages, max_tokens, self.prompter.beast_prompt_tokens)
+                except BudgetExceededError as exc:
                     entry.notes.append(f"not run: {exc}")
                     raise
             try:
@@ -250,30 +232,6 @@ class DeepSearchAgent:
                max_tokens: int) -> BaseModel | None:
         """``_ask`` as the answer checks use it: the reply only."""
         return self._ask(step_name, messages, schema, max_tokens)[0]
-
-    def _tokens_left(self) -> int:
-        return self.token_limit - self.llm.ledger.total_tokens
-
-    def _final_reserve(self) -> int:
-        """Tokens kept back for the beast-mode answer: its prompt with today's memory (at most the
-        memory cap) plus the reply.  Memory that grows later is trimmed to what is left."""
-        memory, _ = self.memory.render(self.llm.count_tokens, self._memory_cap())
-        memory_tokens = min(self.llm.count_tokens(memory), self._memory_cap())
-        return self.prompter.beast_prompt_tokens + memory_tokens + self.answer_tokens
-
-    def _check_room(self, messages: list[dict], max_tokens: int) -> None:
-        """Reserve what the final answer needs in the LLM's budget (so retries after invalid replies
-        cannot use it either), then ask the budget whether this call still fits beside it."""
-        cost = self.llm.count_messages(messages) + max_tokens
-        reserve = self._final_reserve()
-        self.llm.reserve(reserve)
-        if not self.llm.has_room(1, cost):
-            raise NoRoomForCall(f"this call (up to {cost} tokens) would eat into the {reserve} tokens "
-                                f"kept for the final answer ({self._tokens_left()} left)")
-
-    def _memory_cap(self) -> int:
-        """The most tokens the memory sections may take in one prompt (a share of the budget)."""
-        return int(self.memory_share * self.limits.token_budget)
 
     # actions ---------------------------------------------------------------------------
     def _search(self, question: str, decision: BaseModel) -> None:
@@ -414,7 +372,7 @@ class DeepSearchAgent:
                 self.checks = plan_checks(self._reply, self.question, self.prompts)
             evaluation = evaluate_answer(self._reply, self.question, answer, self.memory.cited_text(answer, references),
                                          self.checks, self.prompts)
-        except (NoRoomForCall, BudgetExceededError):
+        except BudgetExceededError:
             self.beast_reason = "token budget"
             self._accept(answer, references, "beast mode (token budget): the answer just written was kept "
                                              "without a complete evaluation")
@@ -429,7 +387,7 @@ class DeepSearchAgent:
         try:
             problem, next_step = analyze_failure(self._reply, self.question, answer, failed, self.memory.diary[-3:],
                                                  self.prompts)
-        except (NoRoomForCall, BudgetExceededError):
+        except BudgetExceededError:
             problem, next_step = failed.reasoning, "Find the missing facts before answering again."
         self.memory.bad_attempts.append(BadAttempt(self.question, answer, failed.name, failed.reasoning,
                                                    problem, next_step, self.step))
@@ -440,9 +398,8 @@ class DeepSearchAgent:
     def _beast_mode(self, reason: str) -> None:
         """All actions but answer are masked; the model must commit to an answer (not evaluated)."""
         self.beast_reason = reason
-        memory_tokens = min(self._memory_cap(),
-                            self._tokens_left() - self.prompter.beast_prompt_tokens - self.answer_tokens)
-        messages, notes = self.prompter.final_messages(memory_tokens)
+        messages, notes = self.prompter.final_messages(
+            self.budget.final_memory_tokens(self.prompter.beast_prompt_tokens))
         schema = action_schema(["answer"], [])
         try:
             reply, _ = self._ask("beast answer", messages, schema, self.answer_tokens, final=True,

@@ -35,7 +35,7 @@ from helpers.models.llm import LLM
 from helpers.prompts import fence, prompt_version, render
 from helpers.results import Hit, TraceStep, hit_summary, traced
 from helpers.strategies.reports import (SENTENCE_END, check_point, cite_marks, clean_text, content_words, cut_off,
-                                        cut_to_clause, numbers_in, plain, split_cut_sentence)
+                                        cut_to_clause, plain, split_by_numbers, split_cut_sentence)
 
 HEADING_WORDS = 12  # a longer "heading" is a sentence
 
@@ -284,10 +284,8 @@ def write_overview(llm: LLM, question: str, sections: list[Section], template: s
         except StructuredOutputError as exc:
             entry.raw, sentences = exc.raw_replies[-1] if exc.raw_replies else "", []
             entry.notes.append(f"no valid overview ({exc.last_error}); the report starts with its sections")
-        stated = numbers_in(listing)
-        kept = [s for s in sentences if numbers_in(s) <= stated]
-        entry.notes += [f"dropped an overview sentence with numbers the sections do not state: {s}"
-                        for s in sentences if s not in kept]
+        kept, unheld = split_by_numbers(sentences, [listing])
+        entry.notes += [f"dropped an overview sentence with numbers the sections do not state: {s}" for s in unheld]
         point_sentences = [sentence for text in points for sentence in SENTENCE_END.split(text)]
         restated = [s for s in kept if repeats(s, point_sentences)]
         entry.notes += [f"dropped an overview sentence that restates a point: {' '.join(s.split()[:8])}…"

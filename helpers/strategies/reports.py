@@ -138,6 +138,13 @@ def numbers_in(text: str) -> set[str]:
     return {n.replace(",", "").rstrip(".") for n in _NUMBER.findall(text)}
 
 
+def split_by_numbers(sentences: list[str], sources: list[str]) -> tuple[list[str], list[str]]:
+    """The sentences whose every number occurs in one of ``sources``, and those stating a number none holds."""
+    stated = set().union(*map(numbers_in, sources))
+    held = [s for s in sentences if numbers_in(s) <= stated]
+    return held, [s for s in sentences if s not in held]
+
+
 def check_point(text: str, cited: list[int], passages: dict[int, str],
                 floor: float = 0.35) -> tuple[list[int], str]:
     """The citations a point keeps after the support check, and a note ('' when nothing changed).
@@ -175,10 +182,8 @@ def check_point_sources(report: BaseModel, passages: list[str]) -> list[str]:
             changes += [note] if note else []
             kept += [point] if point.sources else []
         section.points = kept
-    stated = set().union(*map(numbers_in, passages))
-    sentences = SENTENCE_END.split(clean_text(report.overview))
-    unheld = [s for s in sentences if not numbers_in(s) <= stated]
+    held, unheld = split_by_numbers(SENTENCE_END.split(clean_text(report.overview)), passages)
     if unheld:
-        report.overview = " ".join(s for s in sentences if s not in unheld)
+        report.overview = " ".join(held)
         changes += [f"dropped an overview sentence with numbers no passage holds: {s}" for s in unheld]
     return changes
