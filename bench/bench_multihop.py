@@ -4,6 +4,7 @@
 Goals printed (never asserted): the best agentic strategy reaches Recall@5 >= 0.85; every agentic
 strategy >= naive on Recall@2 and Recall@5; <= 4x naive's wall time; chain <= 8 calls per question;
 0 failures.  Per question type: recall and answer accuracy (normalised containment of the gold answer).
+A strategy run in two search modes (``chain`` and ``chain/hybrid``) is compared question by question.
 
 Resumable (rows in --out/results.jsonl).  ``--limit N`` takes the four question types in turn.
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from common import BENCH_OUT, add_settings_argument, bench_config, parsed_settings, table
+from common import BENCH_OUT, add_settings_argument, bench_config, more_same_less, paired, parsed_settings, table
 
 from helpers.evaluation.harness import (BENCHMARKS, load_questions, miss_table, prepare_corpus, read_rows,
                                         run_evaluation, sample_by_type)
@@ -50,6 +51,20 @@ def goal_lines(summary: dict) -> list[str]:
     return lines
 
 
+def mode_lines(rows: list[dict], summary: dict) -> list[str]:
+    """Each ``X/mode`` against ``X`` run in the same run (dense search): recall, per question at k = 2 and 5,
+    and the time ratio."""
+    lines = []
+    for spec in (s for s in summary if "/" in s and s.split("/")[0] in summary):
+        base = spec.split("/")[0]
+        mine, theirs = summary[spec], summary[base]
+        per_k = "; ".join(f"R@{k} {mine[f'recall@{k}']:.3f} vs {theirs[f'recall@{k}']:.3f}, per question "
+                          f"{more_same_less(paired(rows, spec, base, f'recall@{k}'), f'recall@{k}')}" for k in (2, 5))
+        lines.append(f"{spec} vs {base}: {per_k}; accuracy {mine['accuracy']:.2f} vs {theirs['accuracy']:.2f}; "
+                     f"time {mine['seconds'] / max(theirs['seconds'], 1e-9):.2f}x")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--fast", action="store_true", help="the 0.5B model instead of the 1.5B default")
@@ -80,8 +95,11 @@ def main() -> None:
         for kind in kinds}} for spec, entry in summary.items()]))
     print("\n== why gold titles were missed (k = 5) ==")
     ids = {q.id for q in questions}
-    print(table(miss_table([r for r in read_rows(out / "results.jsonl") if r["id"] in ids and
-                            r["strategy"] in strategies])))
+    rows = [r for r in read_rows(out / "results.jsonl") if r["id"] in ids and r["strategy"] in strategies]
+    print(table(miss_table(rows)))
+    if modes := mode_lines(rows, summary):
+        print("\n== search modes, same run ==")
+        print("\n".join(modes))
     print("\n== published, same questions and corpus (R@2 / R@5 over 1,000 questions) ==")
     print(table([{"system": name, "R@2": r2, "R@5": r5} for name, r2, r5 in PUBLISHED]))
     print("\n== goals ==")

@@ -52,7 +52,7 @@ from collections import Counter
 from importlib.metadata import version
 from pathlib import Path
 
-from common import BENCH_OUT, bench_config, table
+from common import BENCH_OUT, bench_config, more_same_less, paired, table
 
 from helpers.config import Config, with_overrides
 from helpers.evaluation.harness import (EvalQuestion, answer_matches, load_questions, prepare_corpus, recall_at_k,
@@ -269,23 +269,18 @@ def agent_lines(rows: list[dict], summary: dict) -> list[str]:
     how often ours retrieved more, as much or less of the gold at k = 5."""
     ours = [s for s in summary if not s.startswith("original ") and s != "naive" and not s.startswith("naive/")]
     theirs = [s for s in summary if s.startswith("original ") and s != "original naive"]
-    by_id = {label: {r["id"]: r for r in rows if r["strategy"] == label} for label in ours + theirs}
     lines = []
     for mine in ours:
         for other in theirs:
-            both = sorted(set(by_id[mine]) & set(by_id[other]))
-            pairs = [(by_id[mine][q], by_id[other][q]) for q in both
-                     if by_id[mine][q].get("recall@5") is not None and by_id[other][q].get("recall@5") is not None]
+            pairs = paired(rows, mine, other)
             if not pairs:
                 continue
             r_a, r_b = (sum(p[i]["recall@5"] for p in pairs) / len(pairs) for i in (0, 1))
             c_a, c_b = (sum(p[i]["calls"] for p in pairs) / len(pairs) for i in (0, 1))
-            more = sum(a["recall@5"] > b["recall@5"] for a, b in pairs)
-            less = sum(a["recall@5"] < b["recall@5"] for a, b in pairs)
             lines.append(f"  {mine} vs {other} ({len(pairs)} questions): recall@5 {r_a:.2f} vs {r_b:.2f} "
                          f"({'met' if r_a > r_b else 'not met'}: higher); LLM calls {c_a:.1f} vs {c_b:.1f} "
-                         f"({'met' if c_a < c_b else 'not met'}: fewer); per question at k=5 ours more {more}, "
-                         f"same {len(pairs) - more - less}, less {less}")
+                         f"({'met' if c_a < c_b else 'not met'}: fewer); per question at k=5 ours "
+                         f"{more_same_less(pairs)}")
     if not lines:
         return []
     return ["Goal (issue #13): higher Recall@5 than the original's agents with fewer LLM calls. "

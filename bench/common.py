@@ -57,3 +57,18 @@ def table(rows: list[dict]) -> str:
 
 def _fmt(value) -> str:
     return f"{value:.2f}" if isinstance(value, float) else str(value)
+
+
+def paired(rows: list[dict], mine: str, other: str, key: str = "recall@5") -> list[tuple[dict, dict]]:
+    """The rows of strategies ``mine`` and ``other`` on the questions both have ``key`` for, paired."""
+    by_id = {label: {r["id"]: r for r in rows if r["strategy"] == label and r.get(key) is not None}
+             for label in (mine, other)}
+    return [(by_id[mine][q], by_id[other][q]) for q in sorted(set(by_id[mine]) & set(by_id[other]))]
+
+
+def more_same_less(pairs: list[tuple[dict, dict]], key: str = "recall@5") -> str:
+    """Per question, how often the first of each pair has more, as much or less of ``key``."""
+    more = sum(a[key] > b[key] for a, b in pairs)
+    less = sum(a[key] < b[key] for a, b in pairs)
+    return f"more {more}, same {len(pairs) - more - less}, less {less}"
+
