@@ -8,8 +8,9 @@ budgets and structured output that small models cannot break.
 Agent code talks to an ``LLM``: ``llm.chat(messages, step=...)`` for text and
 ``llm.structured(messages, Schema, step=...)`` for validated pydantic objects.
 Every backend honours ``stop`` strings and can stream: with ``on_text`` a function
-gets each piece of the reply as the model writes it.  Every call is written to the LLM's ``UsageLedger``.  Nothing here uses asyncio,
-so it is safe inside Jupyter's running event loop.
+gets each piece of the reply as the model writes it.  Every call is written to the
+LLM's ``UsageLedger``.  Nothing here uses asyncio, so it is safe inside Jupyter's
+running event loop.
 """
 from __future__ import annotations
 
@@ -53,7 +54,8 @@ class ChatBackend(Protocol):
     def complete(self, messages: Messages, *, schema: dict | None, temperature: float, max_tokens: int,
                  step: str, stop: list[str] | None = None, on_text: OnText | None = None) -> Completion:
         """One reply, cut before the first ``stop`` string; with ``on_text`` it is streamed:
-        each piece is passed to ``on_text`` as it is written."""
+        each piece is passed to ``on_text`` as it is written.  ``LLM`` passes ``stop`` and
+        ``on_text`` only when a caller uses them, so a backend without them serves plain calls."""
 
     def count_tokens(self, text: str) -> int: ...
 
