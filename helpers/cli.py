@@ -148,11 +148,10 @@ def _overrides(args: argparse.Namespace) -> dict:
 @command("query", "answer a question with naive RAG, the DeepSearcher pipeline, chain search or the agent",
          _query_args)
 def _query(args: argparse.Namespace) -> None:
-    from helpers.strategies.registry import check_question, run_strategy, strategy_name
+    from helpers.strategies.registry import check_question, run_strategy
     config = load_config(overrides=_overrides(args))
     check_question(args.question)
     prompts = PromptSet.load(args.prompts) if args.prompts else None
-    strategy_name(args.strategy)
     result = run_strategy(args.strategy, args.question, config, prompts=prompts)
     if args.json:  # the answer first: a failed side write below must not lose it
         print(json.dumps(result.summary_json(), indent=2, ensure_ascii=False))

@@ -10,7 +10,7 @@ with large models).
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Iterable, Literal
 
 from pydantic import BaseModel, Field, create_model
 
@@ -138,9 +138,14 @@ def numbers_in(text: str) -> set[str]:
     return {n.replace(",", "").rstrip(".") for n in _NUMBER.findall(text)}
 
 
+def numbers_in_any(texts: Iterable[str]) -> set[str]:
+    """The numbers any of ``texts`` states."""
+    return set().union(*map(numbers_in, texts))
+
+
 def split_by_numbers(sentences: list[str], sources: list[str]) -> tuple[list[str], list[str]]:
     """The sentences whose every number occurs in one of ``sources``, and those stating a number none holds."""
-    stated = set().union(*map(numbers_in, sources))
+    stated = numbers_in_any(sources)
     held = [s for s in sentences if numbers_in(s) <= stated]
     return held, [s for s in sentences if s not in held]
 
@@ -162,7 +167,7 @@ def check_point(text: str, cited: list[int], passages: dict[int, str],
     short = " ".join(text.split()[:8]) + "…"
     if holds(best):
         return [best], f"re-cited [{best}] instead of {cite_marks(cited)}: {short}"
-    missing = numbers_in(text) - set().union(*(numbers_in(p) for p in passages.values()))
+    missing = numbers_in(text) - numbers_in_any(passages.values())
     why = f"numbers {sorted(missing)} are in no passage" if missing else "no passage holds its words"
     return [], f"dropped (unsupported: {why}): {short}"
 
