@@ -112,6 +112,7 @@ class AgentConfig(BaseModel):
     max_bad_attempts: int = Field(2, ge=1)
     max_steps: int = Field(12, ge=1)
     draft_every: int = Field(0, ge=0)  # steps without an answer attempt before one is required (0: never)
+    max_stalls: int = Field(1, ge=0)  # stalled steps in a row before an answer is required (0: never)
     queue_policy: Literal["front", "rotate"] = "front"
     max_gap_questions: int = Field(4, ge=0)
     dedup_threshold: float = Field(0.86, ge=0.0, le=1.0)

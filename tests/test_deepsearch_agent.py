@@ -114,7 +114,7 @@ def embedder():
 
 def run_script(embedder, script, budget=6000, context_size=4096, prompts=None, **agent):
     config = load_config(overrides={"llm.max_tokens": 64, "search.top_k": 3, "agent.token_budget": budget,
-                                    "agent.draft_every": 0,  # each test that wants drafts says so
+                                    "agent.draft_every": 0, "agent.max_stalls": 0,  # tests that want drafts say so
                                     **{f"agent.{key}": value for key, value in agent.items()}})
     backend = StepScriptedBackend(script, context_size, tokens="words", message_overhead=6)
     result = run_agent(QUESTION, config, llm=LLM(backend, retries=1), store=FakeStore(), embedder=embedder,
@@ -271,6 +271,22 @@ def test_a_draft_is_required_after_draft_every_steps_and_evaluated(embedder):
                            answer_rejected=False, draft_due=True) == ["answer"]
     assert "answer" not in allowed_actions(beast_mode=False, has_evidence=False, has_unvisited=False,
                                            queue_full=False, answer_rejected=False, draft_due=True)
+
+
+def test_a_stalled_step_makes_the_next_one_answer(embedder):
+    """The 1.5B model asked for the same search again and again until its budget ran out (2Wiki traces):
+    a step that repeats an earlier request, or adds nothing, stalls; after max_stalls the next step answers."""
+    script = {"action": [search("simpsons ratings"), search("simpsons ratings"), answer(GOOD_ANSWER, [1, 2])],
+              "rewrite": [json.dumps({"queries": ["simpsons ratings households"]})] * 2,
+              "evaluate plan": [PLAN_STRICT_ONLY], "check strict": [verdict(True)]}
+    result, backend = run_script(embedder, script, max_steps=10, max_stalls=1)
+    actions = backend.calls_for("action")
+    assert [allowed_in(a["schema"]) == {"answer"} for a in actions] == [False, False, True]
+    stalls = [note for step in result.trace for note in step.notes if note.startswith("stalled")]
+    assert stalls == ["stalled: the same search was asked for before (1 in a row)"]
+    assert [note for step in result.trace for note in step.notes if note.startswith("draft due")] == \
+        ["draft due: 1 stalled step(s) in a row, so only answer is allowed"]
+    assert result.settings["finish"] == "answer passed evaluation"
 
 
 def test_checks_are_planned_per_question_run_one_by_one_and_stop_at_the_first_failure():

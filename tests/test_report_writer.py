@@ -15,7 +15,7 @@ from helpers.results import Hit
 from helpers.strategies.pipeline import run_pipeline, synthesize
 from helpers.strategies.report_writer import (Section, checked_heading, outline, repeats, section_schema, write_report,
                                               write_section)
-from helpers.strategies.reports import check_point, cut_off, split_cut_sentence
+from helpers.strategies.reports import check_point, cut_off, cut_to_clause, split_cut_sentence
 
 
 def hit(id_: str, text: str = "", source: str = "") -> Hit:
@@ -380,11 +380,22 @@ def test_a_point_the_model_ended_with_an_ellipsis_at_the_cap_is_a_cut_sentence()
                     "heading": "Honours"},
         "overview": {"overview": "Honours came early."}})
     report, _, steps = write_report(LLM(backend), "How did it change?", sections, per_passage=True, point_chars=220)
-    assert "in December 1999, and a year earlier, in 1998. [1] Over time the moral panic faded. [2]" in report
+    assert "in its end-of-century issue in December 1999. [1] Over time the moral panic faded. [2]" in report
     assert "..." not in report
     assert split_cut_sentence("It aired in 1990. Time listed the hundred most...") == \
         ("It aired in 1990.", "Time listed the hundred most...")
     assert split_cut_sentence("It moved to the U.S.") == ("It moved to the U.S.", "")
+
+
+def test_a_cut_sentence_is_closed_before_a_clause_the_cut_left_unfinished():
+    """Closing "...in December 1999, and a year earlier, in 1998, Time had" at its last comma kept a
+    dangling "and a year earlier, in 1998.": the cut goes where a new clause opens, else at the last break."""
+    fragment = ("Time named The Simpsons the best series of the century in December 1999, and a year earlier, "
+                "in 1998, Time had")
+    assert cut_to_clause(fragment) == "Time named The Simpsons the best series of the century in December 1999."
+    listing = "The show won awards for its writing, its music, its voice cast, its animation and its"
+    assert cut_to_clause(listing) == "The show won awards for its writing, its music, its voice cast."
+    assert cut_to_clause("It aired, and then it") == ""  # too short a head to stand alone
 
 
 def test_an_overview_that_only_restates_points_is_left_out():

@@ -19,10 +19,12 @@ Every step:
      the original question is evaluated by separate calls (``answer_checks``) and
      either accepted or turned into a bad attempt with a lesson.
 
-Small models seldom choose ``answer`` on their own: they search and reflect until
-the budget is gone.  With ``agent.draft_every = n``, after ``n`` steps without an
-answer attempt the next step may only answer (a draft), and the draft is
-evaluated like any answer.
+Small models seldom choose ``answer`` on their own: they repeat the same search or
+sub-question until the budget is gone.  So a step that *stalls* (it repeats a request the
+model made before, or finds no new passage and no new sub-question) counts, and after
+``agent.max_stalls`` stalled steps in a row the next step may only answer (a draft);
+``agent.draft_every = n`` does the same after ``n`` steps without an answer attempt.
+A draft is evaluated like any answer: a rejected one becomes a lesson and the loop goes on.
 
 The loop stops at an accepted answer.  When tokens run short, bad attempts hit
 their cap or the steps run out, **beast mode** masks everything but ``answer``
@@ -98,6 +100,8 @@ class DeepSearchAgent:
         self.step = 0
         self.answer_rejected = False  # the previous step's answer failed evaluation
         self.steps_since_answer = 0  # steps since the last answer attempt (``agent.draft_every``)
+        self.stalls = 0  # stalled steps in a row (``agent.max_stalls``)
+        self.requests: set[tuple] = set()  # every search, visit and sub-question request the model made
         self.search_stalled = False  # the previous step's search found nothing new
         self.checks: list[str] | None = None  # the evaluation plan, made at the first answer
         self.final_answer: str | None = None
@@ -157,15 +161,14 @@ class DeepSearchAgent:
         return None
 
     def _take_step(self, question: str) -> None:
-        draft_due = 0 < self.limits.draft_every <= self.steps_since_answer
+        due = self._draft_reason()
         allowed = allowed_actions(beast_mode=False, has_evidence=bool(self.memory.evidence),
                                   has_unvisited=bool(self.memory.unvisited()), queue_full=self.queue.is_full(),
                                   answer_rejected=self.answer_rejected, search_stalled=self.search_stalled,
-                                  draft_due=draft_due)
+                                  draft_due=due is not None)
         self.answer_rejected = self.search_stalled = False
         draft = allowed == ["answer"]
-        notes = [f"draft due: {self.steps_since_answer} step(s) without an answer attempt, so only answer "
-                 "is allowed"] if draft else []
+        notes = [f"draft due: {due}, so only answer is allowed"] if draft else []
         self.steps_since_answer += 1
         schema = action_schema(allowed, self.collections, self.web_enabled, self.max_visits)
         messages, trimmed = self.prompter.action_messages(
@@ -180,7 +183,40 @@ class DeepSearchAgent:
             entry.notes.append(f"no usable action: doing '{decision.action}' instead")
         handlers = {"search": self._search, "visit": self._visit, "reflect": self._reflect,
                     "answer": self._answer}
+        before = self._progress()
         handlers[decision.action](question, decision)
+        stalled = self._stalled(decision, before)
+        self.stalls = self.stalls + 1 if stalled else 0
+        if stalled:
+            entry.notes.append(f"stalled: {stalled} ({self.stalls} in a row)")
+
+    def _draft_reason(self) -> str | None:
+        """Why the next step must answer (``agent.max_stalls``, ``agent.draft_every``), or ``None``."""
+        if 0 < self.limits.max_stalls <= self.stalls:
+            return f"{self.stalls} stalled step(s) in a row"
+        if 0 < self.limits.draft_every <= self.steps_since_answer:
+            return f"{self.steps_since_answer} step(s) without an answer attempt"
+        return None
+
+    def _progress(self) -> tuple[int, ...]:
+        """What a step can add: passages, sub-questions (asked ever), knowledge, answer attempts."""
+        return (len(self.memory.evidence), len(self.question_dedup.texts), len(self.memory.knowledge),
+                len(self.memory.bad_attempts))
+
+    def _stalled(self, decision: BaseModel, before: tuple[int, ...]) -> str:
+        """Why the step just taken stalled ('' when it did not): it repeated a request the model
+        made before, or it added nothing.  An answer attempt never stalls."""
+        if decision.action == "answer":
+            return ""
+        request = {"search": lambda: tuple(sorted(q.strip().lower() for q in decision.queries)),
+                   "visit": lambda: tuple(sorted(decision.visit)),
+                   "reflect": lambda: tuple(sorted(q.strip().lower() for q in decision.gap_questions))}
+        key = (decision.action, *request[decision.action]())
+        repeated = key in self.requests
+        self.requests.add(key)
+        if repeated:
+            return f"the same {decision.action} was asked for before"
+        return "" if self._progress() != before else f"the {decision.action} added nothing new"
 
     def _default_decision(self, question: str, allowed: list[str]) -> BaseModel:
         """What to do when the model gave no usable action: search the current question, else

@@ -48,12 +48,20 @@ def split_cut_sentence(text: str) -> tuple[str, str]:
     return text.strip(), ""
 
 
+_CLAUSE_BREAK = re.compile(r"[,;:—–](?=\s)")  # a comma, semicolon, colon or dash before a space
+_CLAUSE_OPENER = re.compile(r"\s*(and|but|or|nor|so|yet|which|who|whom|whose|where|when|while|although|though|"
+                            r"because|since|whereas|including)\b", re.IGNORECASE)
+
+
 def cut_to_clause(fragment: str, min_words: int = 8) -> str:
-    """``fragment`` (a sentence something cut off) up to its last clause break (a comma, semicolon,
-    colon or dash before a space), closed with a full stop, if that leaves ``min_words`` words; else ''."""
-    breaks = [m.start() for m in re.finditer(r"[,;:—–](?=\s)", fragment)]
-    head = fragment[: breaks[-1]].rstrip() if breaks else ""
-    return head + "." if len(head.split()) >= min_words else ""
+    """``fragment`` (a sentence something cut off) closed with a full stop at a clause break, if that
+    leaves ``min_words`` words; else ''.  The break is the first one that opens a new clause ("…in 1999,
+    and a year earlier, in" is cut after 1999, not after "earlier"), else the last one."""
+    breaks = [m.start() for m in _CLAUSE_BREAK.finditer(fragment)
+              if len(fragment[: m.start()].split()) >= min_words]
+    openers = [b for b in breaks if _CLAUSE_OPENER.match(fragment, b + 1)]
+    cut = (openers or breaks or [None])[0 if openers else -1]
+    return fragment[:cut].rstrip() + "." if cut is not None else ""
 
 
 def clean_text(text: str) -> str:
