@@ -43,6 +43,9 @@ def test_turn_order_takes_the_best_of_each_search_first():
     assert [h.id for h in log.ranked()] == ["b", "d", "c", "e", "a"]   # demoted, never dropped
     sources = log.sources("It is d [1].", first=[hit("d")])
     assert [s.chunk_id for s in sources] == ["d", "b", "c", "e", "a"] and sources[0].cited
+    answer, sources = log.answer_sources("It is d [1] and e [2].", [hit("d"), hit("e")])
+    assert [s.chunk_id for s in sources] == ["d", "b", "e", "c", "a"]  # the answer's passages take turns
+    assert answer == "It is d [1] and e [3]." and [s.number for s in sources if s.cited] == [1, 3]
 
 
 def test_each_step_searches_with_the_answers_found_before(simpsons_kb):

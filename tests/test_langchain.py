@@ -62,9 +62,12 @@ def test_stream_yields_the_reply_piece_by_piece_then_its_usage():
     whole = sum(chunks[1:], chunks[0])
     assert whole.content == "Homer works at the power plant." and chunks[-1].content == ""
     assert whole.usage_metadata["total_tokens"] == chat.llm.ledger.total_tokens > 0
-    handler = Tokens()                                   # invoke streams to callback handlers too
-    assert chat.invoke("Again?", config={"callbacks": [handler]}).content == "".join(handler.tokens)
-    assert len(handler.tokens) > 3
+    handler = Tokens()                                   # a plain invoke is one unstreamed call
+    assert chat.invoke("Again?", config={"callbacks": [handler]}).content and not handler.tokens
+    streaming = LabChatModel(llm=LLM(backend), streaming=True)  # LangChain's switch: invoke streams
+    message = streaming.invoke("Again?", config={"callbacks": [handler]})
+    assert message.content == "".join(handler.tokens) and len(handler.tokens) > 3
+    assert message.usage_metadata["output_tokens"] > 0
 
 
 def test_a_failing_stream_raises_in_the_reading_thread():

@@ -10,8 +10,10 @@ import json
 import os
 import re
 import secrets
+import signal
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 import warnings
@@ -300,6 +302,31 @@ def test_a_render_in_parts_keeps_the_pages_it_did_not_remake(tmp_path):
     assert pages["99_tiny"]["run"] == "ok" and pages["99_tiny"]["mode"].startswith("fast")
     index = (out / "index.html").read_text()
     assert "<a href='00_setup.html'>" in index and "abc1234" in index and "<a href='99_tiny.html'>" in index
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_stops_a_series_and_its_kernel(tmp_path, signum):
+    """nbclient answers SIGTERM / Ctrl-C by shutting the kernel down; the series then went on with the next
+    notebook.  Now `notebooks` stops, says so, and no later notebook runs."""
+    first, second = tmp_path / "01_sleeps.ipynb", tmp_path / "02_writes.ipynb"
+    flag = tmp_path / "flag.txt"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        f"import pathlib, time\npathlib.Path({str(tmp_path / 'started')!r}).touch()\ntime.sleep(120)")]), first)
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        f"import pathlib\npathlib.Path({str(flag)!r}).write_text('ran')")]), second)
+    process = subprocess.Popen([sys.executable, "-m", "helpers", "notebooks", str(first), str(second),
+                                "--out", str(tmp_path / "out")], cwd=PROJECT_ROOT, env=kernel_env(fast=True),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 180
+    while not (tmp_path / "started").exists() and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.5)
+    assert (tmp_path / "started").exists(), "the first notebook never started"
+    process.send_signal(signum)
+    _, stderr = process.communicate(timeout=90)
+    assert process.returncode == 130 and "stopped" in stderr
+    assert not flag.exists(), "a notebook after the signal still ran"
 
 
 # -- JupyterLab (fast) ----------------------------------------------------------------------

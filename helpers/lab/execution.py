@@ -85,7 +85,8 @@ def execute_notebook(path: str | Path, out_dir: str | Path | None = DEFAULT_OUT,
 
     With ``press_buttons`` a last cell presses every Run button of the notebook's widgets once and
     fails on any error they show.  A failing cell does not raise: the run says ``ok=False`` with the
-    error, and the partly executed notebook is still written.
+    error, and the partly executed notebook is still written.  SIGINT or SIGTERM (which nbclient answers
+    by shutting the kernel down) raises ``KeyboardInterrupt``, so a series stops instead of going on.
     """
     import nbformat
     from nbclient import NotebookClient
@@ -105,6 +106,9 @@ def execute_notebook(path: str | Path, out_dir: str | Path | None = DEFAULT_OUT,
         error = f"{type(exc).__name__}: {str(exc)[-3000:]}"
     except Exception:  # the kernel did not start, the connection broke, ...: report it like a failed cell
         error = "the notebook could not be run:\n" + traceback.format_exc()[-3000:]
+    if getattr(client, "_async_cleanup_kernel_future", None) is not None:
+        # nbclient's own SIGINT/SIGTERM handler shut the kernel down: the whole run stops, not only this notebook
+        raise KeyboardInterrupt(f"stopped by a signal while running {path.name}")
     seconds = time.perf_counter() - started
     calls = None
     if press_buttons:

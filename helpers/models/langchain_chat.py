@@ -5,7 +5,8 @@ calls still go through our backend, budget, usage ledger and structured-output r
 What LangChain gets: stop sequences (passed to the backend, which ends the reply
 before the first one), usage metadata on every message (prompt, completion and
 total tokens of that call), token streaming (``stream`` yields the pieces as the
-model writes them, and callback handlers get ``on_llm_new_token``), and
+model writes them, and callback handlers get ``on_llm_new_token``; with
+``streaming=True``, LangChain's own switch, ``invoke`` streams too), and
 ``with_structured_output`` that uses our decoding grammar and retries, with
 ``include_raw`` as in LangChain's own chat models.
 """
@@ -42,6 +43,7 @@ class LabChatModel(BaseChatModel):
 
     llm: Any
     step: str = "langchain"
+    streaming: bool = False  # True: invoke goes through _stream (callback handlers get each token)
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     @property
@@ -55,9 +57,9 @@ class LabChatModel(BaseChatModel):
 
     def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
                   run_manager: Any = None, **kwargs: Any) -> ChatResult:
+        """One unstreamed call, whose usage is the backend's own count (``streaming=True`` streams instead)."""
         before = (self.llm.ledger.prompt_tokens, self.llm.ledger.completion_tokens)
-        on_text = run_manager.on_llm_new_token if run_manager else None
-        text = self.llm.chat(to_chat_messages(messages), step=self.step, stop=stop, on_text=on_text)
+        text = self.llm.chat(to_chat_messages(messages), step=self.step, stop=stop)
         message = AIMessage(content=text, usage_metadata=self._usage_since(before))
         return ChatResult(generations=[ChatGeneration(message=message)])
 

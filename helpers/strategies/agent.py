@@ -473,8 +473,9 @@ class DeepSearchAgent:
                     "document_chars": self.document_chars, "collections": self.collections,
                     "finish": self.finish, "beast_mode": self.beast_reason, "steps": self.step,
                     "bad_attempts": len(self.memory.bad_attempts)}
-        return Result(self.question, "deepsearch", answer, self.evidence.sources(answer, first=hits), self.trace,
-                      self.llm.ledger, seconds, self.error, settings)
+        answer, sources = self.evidence.answer_sources(answer, hits)
+        return Result(self.question, "deepsearch", answer, sources, self.trace, self.llm.ledger, seconds, self.error,
+                      settings)
 
     # small helpers ------------------------------------------------------------------------------
     def _diary(self, text: str) -> None:

@@ -31,10 +31,14 @@ class AgentBudget:
                         max_total_tokens=limit)
         self.llm = LLM(llm.backend, temperature=llm.temperature, max_tokens=llm.max_tokens, retries=llm.retries,
                        budget=budget, ledger=llm.ledger)
-        self.limit = limit  # the ledger total this run may reach
         self.memory_cap = int(memory_share * token_budget)  # the most tokens memory may take in one prompt
         self.answer_tokens = answer_tokens
         self.memory = memory
+
+    @property
+    def limit(self) -> int:
+        """The ledger total this run may reach."""
+        return self.llm.budget.max_total_tokens
 
     def tokens_left(self) -> int:
         return self.limit - self.llm.ledger.total_tokens

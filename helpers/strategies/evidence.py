@@ -6,14 +6,16 @@ model later says about it; judging may only move it down.  The rank order is
 question's own search first), then the second best of each, and so on, each passage
 once.  Every search thus places its best find near the top, which is what recall@k
 rewards on multi-hop questions: the second hop's passage is found by a different
-query than the first's.
+query than the first's.  An answer's own passages (the agent's) take turns with that
+order (``answer_sources``), so an answer citing a wrong passage cannot push the question's
+best passage below second place.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from helpers.knowledge.retrieval import interleave
-from helpers.results import Hit, Source, number_sources
+from helpers.results import CITATION, Hit, Source, number_sources
 
 
 @dataclass
@@ -40,3 +42,18 @@ class EvidenceLog:
         lead = list(first)
         seen = {h.id for h in lead}
         return number_sources(lead + [h for h in self.ranked() if h.id not in seen], answer)
+
+    def answer_sources(self, answer: str, cited: list[Hit]) -> tuple[str, list[Source]]:
+        """Numbered sources for an answer whose ``[1]``..``[k]`` are ``cited``: the cited passages and
+        the rest of the evidence in rank order, taken alternately (the answer's first passage, the best
+        passage found, its second, the second best, ...), each once; returns the answer with its
+        citations renumbered to those places, and the sources."""
+        order = interleave([list(cited), self.ranked()], limit=10**6)
+        place = {h.id: n for n, h in enumerate(order, start=1)}
+
+        def renumber(match) -> str:
+            n = int(match.group(1))
+            return f"[{place[cited[n - 1].id]}]" if 1 <= n <= len(cited) else match.group(0)
+
+        answer = CITATION.sub(renumber, answer)
+        return answer, number_sources(order, answer)
