@@ -208,10 +208,9 @@ class DeepSearchAgent:
         made before, or it added nothing.  An answer attempt never stalls."""
         if decision.action == "answer":
             return ""
-        request = {"search": lambda: tuple(sorted(q.strip().lower() for q in decision.queries)),
-                   "visit": lambda: tuple(sorted(decision.visit)),
-                   "reflect": lambda: tuple(sorted(q.strip().lower() for q in decision.gap_questions))}
-        key = (decision.action, *request[decision.action]())
+        field = {"search": "queries", "visit": "visit", "reflect": "gap_questions"}[decision.action]
+        payload = getattr(decision, field)
+        key = (decision.action, *sorted(str(item).strip().lower() for item in payload))
         repeated = key in self.requests
         self.requests.add(key)
         if repeated:

@@ -60,8 +60,9 @@ def cut_to_clause(fragment: str, min_words: int = 8) -> str:
     breaks = [m.start() for m in _CLAUSE_BREAK.finditer(fragment)
               if len(fragment[: m.start()].split()) >= min_words]
     openers = [b for b in breaks if _CLAUSE_OPENER.match(fragment, b + 1)]
-    cut = (openers or breaks or [None])[0 if openers else -1]
-    return fragment[:cut].rstrip() + "." if cut is not None else ""
+    if openers:
+        return fragment[: openers[0]].rstrip() + "."
+    return fragment[: breaks[-1]].rstrip() + "." if breaks else ""
 
 
 def clean_text(text: str) -> str:
