@@ -261,7 +261,7 @@ def test_a_draft_is_required_after_draft_every_steps_and_evaluated(embedder):
               "rewrite": [json.dumps({"queries": [q]}) for q in ("simpsons ratings households", "season one ratings")],
               "evaluate plan": [PLAN_STRICT_ONLY], "check strict": [verdict(False), verdict(True)],
               "analyze": [ANALYSIS]}
-    result, backend = run_script(embedder, script, max_steps=10, draft_every=2)
+    result, backend = run_script(embedder, script, budget=8000, max_steps=10, draft_every=2)
     actions = backend.calls_for("action")
     assert [allowed_in(a["schema"]) == {"answer"} for a in actions] == [False, False, True, False, False, True]
     draft = actions[2]["messages"][-1]["content"]
@@ -442,7 +442,7 @@ def test_memory_trimming_keeps_the_prompt_inside_the_context(embedder):
                           json.dumps({"queries": ["premiere december 1989"]}),
                           json.dumps({"queries": ["switched to high definition"]})],
               "beast answer": [answer(GOOD_ANSWER, [1])]}
-    result, backend = run_script(embedder, script, context_size=450, max_steps=4)
+    result, backend = run_script(embedder, script, context_size=700, max_steps=4)
     for call in backend.calls:
         prompt = sum(backend.count_tokens(m["content"]) + 6 for m in call["messages"])
         assert prompt + call["max_tokens"] <= backend.context_size

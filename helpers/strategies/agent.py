@@ -434,7 +434,7 @@ class DeepSearchAgent:
         """All actions but answer are masked; the model must commit to an answer (not evaluated)."""
         self.beast_reason = reason
         messages, notes = self.prompter.final_messages(
-            self.budget.final_memory_tokens(self.prompter.beast_prompt_tokens))
+            self.budget.final_memory_tokens(self.prompter.beast_prompt_tokens), web=self.web_enabled)
         schema = action_schema(["answer"], [])
         try:
             reply, _ = self._ask("beast answer", messages, schema, self.answer_tokens, final=True,

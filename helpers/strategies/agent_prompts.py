@@ -42,10 +42,15 @@ class AgentPrompter:
         self.answer_tokens = answer_tokens
         self.collections_text = collections_text
 
-    def messages(self, actions: str, focus: str, memory_tokens: int) -> tuple[list[dict], list[str]]:
+    def messages(self, actions: str, focus: str, memory_tokens: int, *, web: bool) -> tuple[list[dict], list[str]]:
         """System + user messages with the memory trimmed to fit both the context and ``memory_tokens``;
-        returns them and the notes saying what was trimmed."""
-        system = self.prompts.text("agent_system")
+        returns them and the notes saying what was trimmed.
+
+        The order serves llama.cpp's prefix reuse (``helpers.models.prompt_cache``): the system message
+        (every action described once) never changes within a run, the memory grows at its end, and
+        only the short ``<now>`` block after it (the actions open at this step) is new every time."""
+        web_line = '\nSet "web": true to also search the web.' if web else ""
+        system = self.prompts.render("agent_system", collections=self.collections_text, web=web_line)
         values = {"question": self.question, "focus": focus, "actions": actions}
         fixed = self.llm.count_tokens(system + self.prompts.render("agent_action", memory="", **values))
         room = min(self.llm.context_size - fixed - self.answer_tokens - TEMPLATE_SLACK, memory_tokens)
@@ -56,34 +61,34 @@ class AgentPrompter:
     def action_messages(self, current: str, allowed: list[str], *, memory_tokens: int, web: bool,
                         max_visits: int, gap_room: int, asked: list[str],
                         draft: bool = False) -> tuple[list[dict], list[str]]:
-        """The prompt of one step: the allowed actions' instructions, with a focus on ``current``
-        when it is a sub-question rather than the question itself.  ``draft``: answering is
-        required now (``agent.draft_every``), and the answer instructions say so."""
-        blocks = []
+        """The prompt of one step: one line per allowed action with what it needs now (searches made,
+        unread documents, sub-questions asked), and a focus on ``current`` when it is a sub-question
+        rather than the question itself.  ``draft``: answering is required now (``agent.draft_every``,
+        ``agent.max_stalls``), and the answer line says so."""
+        lines = []
         if "search" in allowed:
-            web_line = '\nSet "web": true to also search the web.' if web else ""
-            blocks.append(self.prompts.render("agent_action_search", web=web_line, collections=self.collections_text,
-                                              done="; ".join(self.memory.queries[-10:]) or "none"))
+            lines.append(self.prompts.render("agent_action_search", done="; ".join(self.memory.queries[-10:]) or "none"))
         if "visit" in allowed:
-            documents = "\n".join(f"[{n}] {hit.title} ({hit.collection})" for n, hit in self.memory.unvisited()[:8])
-            blocks.append(self.prompts.render("agent_action_visit", max_visits=max_visits, documents=documents))
+            documents = "\n".join(f"  [{n}] {hit.title}" for n, hit in self.memory.unvisited()[:8])
+            lines.append(self.prompts.render("agent_action_visit", max_visits=max_visits, documents=documents))
         if "reflect" in allowed:
-            blocks.append(self.prompts.render("agent_action_reflect", room=gap_room,
-                                              asked="; ".join(asked) or "nothing yet"))
+            lines.append(self.prompts.render("agent_action_reflect", room=gap_room,
+                                             asked="; ".join(asked) or "nothing yet"))
         if "answer" in allowed:
             target = "the question above" if current == self.question else "the current sub-question"
-            blocks.append(self.prompts.render("agent_action_draft" if draft else "agent_action_answer", target=target))
+            lines.append(self.prompts.render("agent_action_draft" if draft else "agent_action_answer", target=target))
         focus = self.prompts.render("agent_focus", sub_question=current) if current != self.question else ""
-        return self.messages("\n\n".join(blocks), focus, memory_tokens)
+        return self.messages("\n".join(line.rstrip() for line in lines), focus, memory_tokens, web=web)
 
-    def final_messages(self, memory_tokens: int) -> tuple[list[dict], list[str]]:
+    def final_messages(self, memory_tokens: int, *, web: bool) -> tuple[list[dict], list[str]]:
         """The beast-mode prompt, its memory trimmed to ``memory_tokens``."""
-        return self.messages(self.prompts.render("agent_beast", question=self.question), "", memory_tokens)
+        return self.messages(self.prompts.render("agent_beast", question=self.question).rstrip(), "", memory_tokens,
+                             web=web)
 
     @cached_property
     def beast_prompt_tokens(self) -> int:
         """The size of the beast-mode prompt without any memory."""
-        size = self.llm.count_messages(self.final_messages(memory_tokens=0)[0])
+        size = self.llm.count_messages(self.final_messages(memory_tokens=0, web=True)[0])
         self.prompts.take_used()  # only measured here: not sent by the step under way
         return size
 
