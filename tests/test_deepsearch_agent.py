@@ -244,7 +244,7 @@ def test_rejected_answer_becomes_a_bad_attempt_and_masks_answer_next_step(embedd
     assert "answer" not in allowed_in(actions[2]["schema"])  # masked right after the rejection
     assert "answer" in allowed_in(actions[3]["schema"])
     prompt = actions[2]["messages"][-1]["content"]
-    assert "<bad-attempts>" in prompt and "search viewer numbers per decade" in prompt
+    assert "Rejected answer 1 (step" in prompt and "search viewer numbers per decade" in prompt
     assert len(backend.calls_for("evaluate plan")) == 1  # the plan is made once per question
     assert result.settings["finish"] == "answer passed evaluation" and result.settings["bad_attempts"] == 1
     assert result.answer.startswith("Ratings fell")
@@ -436,6 +436,22 @@ def test_web_search_offline_is_noted_and_the_run_goes_on(embedder):
 
 # memory and citations ------------------------------------------------------------------------------
 
+def test_each_step_only_adds_to_the_end_of_the_prompt(embedder):
+    """llama.cpp re-reads only what follows the longest start a prompt shares with an earlier one: the
+    system message never changes within a run, and the research log only grows at its end."""
+    script = {"action": [search("simpsons ratings"), reflect("Who was the showrunner in 1998?"),
+                         search("show history premiere"), answer(GOOD_ANSWER, [1, 2])],
+              "rewrite": [json.dumps({"queries": ["simpsons ratings households"]}),
+                          json.dumps({"queries": ["premiere december 1989"]})],
+              "evaluate plan": [PLAN_STRICT_ONLY], "check strict": [verdict(True)]}
+    result, backend = run_script(embedder, script, max_steps=6)
+    actions = backend.calls_for("action")
+    assert len(actions) == 4 and len({a["messages"][0]["content"] for a in actions}) == 1
+    logs = [a["messages"][1]["content"].split("</research-log>")[0] for a in actions]
+    assert all(later.startswith(earlier) and later != earlier for earlier, later in zip(logs, logs[1:]))
+    assert logs[-1].index("Step 1: searched") < logs[-1].index("[K2]") < logs[-1].index("Step 2: noted")
+
+
 def test_memory_trimming_keeps_the_prompt_inside_the_context(embedder):
     script = {"action": [search("simpsons ratings"), search("show history premiere"), search("high definition")],
               "rewrite": [json.dumps({"queries": ["simpsons ratings households"]}),
@@ -454,7 +470,7 @@ def test_memory_render_trims_oldest_first():
     for step in range(1, 6):
         memory.knowledge.append(KnowledgeItem(f"question {step}?", f"[{step}] " + f"fact{step} " * 60,
                                               [step], "search", step))
-        memory.diary.append(f"Step {step}: searched something.")
+        memory.note(step, "searched something.")
     words = lambda text: len(text.split())  # noqa: E731
     full, notes = memory.render(words, 10_000)
     assert notes == [] and "fact1 " * 59 + "fact1" in full
@@ -463,7 +479,7 @@ def test_memory_render_trims_oldest_first():
     assert "fact1 " * 59 not in shortened and "fact5 " * 59 + "fact5" in shortened  # oldest first
     trimmed, notes = memory.render(words, 120)
     assert words(trimmed) <= 120 and "question 5?" in trimmed and "question 1?" not in trimmed
-    assert "knowledge item(s) left out" in notes[0]
+    assert "left out 3 older knowledge item(s)" in notes[0] and "(left out to save space: 3 older" in trimmed
 
 
 def test_each_query_contributes_to_a_search_step():

@@ -6,7 +6,7 @@ Every step:
 1. the code decides which actions are allowed now (``agent_actions.allowed_actions``) and
    builds a reply schema that admits only those, each with its own required
    fields (``action_schema``), so constrained decoding cannot pick another one;
-2. the model sees the question, its memory (knowledge, diary, bad attempts)
+2. the model sees the question, its memory (knowledge, diary, bad attempts, step by step)
    and the allowed actions, and picks one;
 3. the action runs:
 
@@ -420,7 +420,8 @@ class DeepSearchAgent:
             return
         failed = evaluation.failed
         try:
-            problem, next_step = analyze_failure(self._reply, self.question, answer, failed, self.memory.diary[-3:],
+            problem, next_step = analyze_failure(self._reply, self.question, answer, failed,
+                                                 [line.render() for line in self.memory.diary[-3:]],
                                                  self.prompts)
         except BudgetExceededError:
             problem, next_step = failed.reasoning, "Find the missing facts before answering again."
@@ -478,7 +479,7 @@ class DeepSearchAgent:
 
     # small helpers ------------------------------------------------------------------------------
     def _diary(self, text: str) -> None:
-        self.memory.diary.append(f"Step {self.step}: {text}")
+        self.memory.note(self.step, text)
 
 
 def run_agent(question: str, config: Config, *, llm: LLM | None = None, store: VectorStore | None = None,

@@ -8,8 +8,11 @@ the queue of questions it works on.
 * ``diary`` - one line per step: what was done and what came of it.
 * ``bad_attempts`` - rejected answers with what went wrong and what to do next.
 
-``AgentMemory.render`` lays all of it out as tagged prompt sections and trims
-the oldest parts when they do not fit a token allowance.
+``AgentMemory.render`` lays all of it out as one research log, step by step (each
+step's diary line, then what it found or got wrong), so that a new step only adds
+text at the end: llama.cpp then reuses everything before it (see
+``helpers.models.prompt_cache``).  When the log does not fit a token allowance,
+the oldest parts are shortened or left out first.
 """
 from __future__ import annotations
 
@@ -64,6 +67,17 @@ class KnowledgeItem:
         limit = 140 if brief else None
         lines = [one_line(line, limit) for line in self.answer.splitlines() if line.strip()]
         return f"[{label}] ({self.type}, step {self.step}) {self.question}\n" + fence("\n".join(lines))
+
+
+@dataclass
+class DiaryLine:
+    """What one step did and what came of it."""
+
+    step: int
+    text: str
+
+    def render(self) -> str:
+        return f"Step {self.step}: {self.text}"
 
 
 @dataclass
@@ -145,7 +159,7 @@ class AgentMemory:
 
     evidence: list[Hit] = field(default_factory=list)
     knowledge: list[KnowledgeItem] = field(default_factory=list)
-    diary: list[str] = field(default_factory=list)
+    diary: list[DiaryLine] = field(default_factory=list)
     bad_attempts: list[BadAttempt] = field(default_factory=list)
     visited: set[tuple[str, str]] = field(default_factory=set)  # (collection, source)
     queries: list[str] = field(default_factory=list)  # every search that was run
@@ -226,9 +240,13 @@ class AgentMemory:
                 found.append((number, hit))
         return sorted(found, key=lambda pair: pair[1].score, reverse=True)
 
+    def note(self, step: int, text: str) -> None:
+        """Add the diary line of ``step``."""
+        self.diary.append(DiaryLine(step, text))
+
     # rendering -----------------------------------------------------------
     def render(self, count_tokens: Callable[[str], int], max_tokens: int) -> tuple[str, list[str]]:
-        """The memory as tagged prompt sections, trimmed to ``max_tokens``.
+        """The memory as a ``<research-log>`` section in step order, trimmed to ``max_tokens``.
 
         Trimming works oldest first: knowledge items are shortened, then older
         diary lines and whole knowledge items are left out.  Returns the text
@@ -255,24 +273,19 @@ class _MemoryView:
         self.first_bad = 0
 
     def render(self) -> str:
+        """Step by step: the diary line, then the knowledge items and rejected answers of that step."""
         m = self.memory
-        sections = []
-        items = [item.render(f"K{i + 1}", i in self.brief) for i, item in enumerate(m.knowledge)
-                 if i >= self.first_item]
-        if self.first_item:
-            items.insert(0, f"({self.first_item} older knowledge item(s) left out to save space)")
-        if items:
-            sections.append("<knowledge>\n" + "\n\n".join(items) + "\n</knowledge>")
-        diary = m.diary[self.first_diary:]
-        if self.first_diary:
-            diary.insert(0, f"({self.first_diary} earlier step(s) left out)")
-        if diary:
-            sections.append("<diary>\n" + "\n".join(diary) + "\n</diary>")
-        bad = [attempt.render(i + 1) for i, attempt in enumerate(m.bad_attempts) if i >= self.first_bad]
-        if bad:
-            sections.append("<bad-attempts>\nThese answers were rejected; do not repeat them.\n"
-                            + "\n\n".join(bad) + "\n</bad-attempts>")
-        return "\n\n".join(sections) if sections else "<knowledge>\nNothing found yet.\n</knowledge>"
+        entries = [(line.step, line.render()) for line in m.diary[self.first_diary:]]
+        entries += [(item.step, item.render(f"K{i + 1}", i in self.brief)) for i, item in enumerate(m.knowledge)
+                    if i >= self.first_item]
+        entries += [(attempt.step, attempt.render(i + 1)) for i, attempt in enumerate(m.bad_attempts)
+                    if i >= self.first_bad]
+        entries.sort(key=lambda entry: entry[0])  # stable: within a step, diary line, knowledge, rejections
+        left_out = self.left_out()
+        if left_out:
+            entries.insert(0, (-1, f"(left out to save space: {left_out})"))
+        body = "\n\n".join(text for _, text in entries) or "Nothing found yet."
+        return f"<research-log>\n{body}\n</research-log>"
 
     def trimming_moves(self) -> Iterator[bool]:
         """Each ``next()`` trims one more piece, oldest and least useful first (and yields True)."""
@@ -293,15 +306,14 @@ class _MemoryView:
             self.first_diary += 1
             yield True
 
+    def left_out(self) -> str:
+        """What the view leaves out, in words ("" when nothing)."""
+        return ", ".join(f"{count} {what}" for count, what in
+                         ((self.first_item, "older knowledge item(s)"), (self.first_diary, "older diary line(s)"),
+                          (self.first_bad, "older rejected answer(s)")) if count)
+
     def notes(self) -> list[str]:
-        m = self.memory
-        parts = []
-        if self.brief:
-            parts.append(f"{len(self.brief)} knowledge item(s) shortened")
-        if self.first_item:
-            parts.append(f"{self.first_item} of {len(m.knowledge)} knowledge item(s) left out")
-        if self.first_diary:
-            parts.append(f"{self.first_diary} of {len(m.diary)} diary line(s) left out")
-        if self.first_bad:
-            parts.append(f"{self.first_bad} older bad attempt(s) left out")
+        """One trace note saying what was shortened and left out (none when everything fit)."""
+        parts = [f"{len(self.brief)} knowledge item(s) shortened"] if self.brief else []
+        parts += [f"left out {self.left_out()}"] if self.left_out() else []
         return [f"memory trimmed to fit the prompt: {', '.join(parts)}"] if parts else []
