@@ -281,10 +281,11 @@ class _MemoryView:
         entries += [(attempt.step, attempt.render(i + 1)) for i, attempt in enumerate(m.bad_attempts)
                     if i >= self.first_bad]
         entries.sort(key=lambda entry: entry[0])  # stable: within a step, diary line, knowledge, rejections
+        texts = [text for _, text in entries]
         left_out = self.left_out()
         if left_out:
-            entries.insert(0, (-1, f"(left out to save space: {left_out})"))
-        body = "\n\n".join(text for _, text in entries) or "Nothing found yet."
+            texts.insert(0, f"(left out to save space: {left_out})")
+        body = "\n\n".join(texts) or "Nothing found yet."
         return f"<research-log>\n{body}\n</research-log>"
 
     def trimming_moves(self) -> Iterator[bool]:
@@ -314,6 +315,7 @@ class _MemoryView:
 
     def notes(self) -> list[str]:
         """One trace note saying what was shortened and left out (none when everything fit)."""
+        left_out = self.left_out()
         parts = [f"{len(self.brief)} knowledge item(s) shortened"] if self.brief else []
-        parts += [f"left out {self.left_out()}"] if self.left_out() else []
+        parts += [f"left out {left_out}"] if left_out else []
         return [f"memory trimmed to fit the prompt: {', '.join(parts)}"] if parts else []
