@@ -39,9 +39,12 @@ class EvidenceLog:
     def sources(self, answer: str, first: list[Hit] = ()) -> list[Source]:
         """Numbered sources: ``first`` (the passages the answer was written from, numbered as
         it cites them), then the rest of the evidence in rank order."""
-        lead = list(first)
+        return number_sources(self._then_the_rest(list(first)), answer)
+
+    def _then_the_rest(self, lead: list[Hit]) -> list[Hit]:
+        """``lead``, then every other passage found, in rank order."""
         seen = {h.id for h in lead}
-        return number_sources(lead + [h for h in self.ranked() if h.id not in seen], answer)
+        return lead + [h for h in self.ranked() if h.id not in seen]
 
     def answer_sources(self, answer: str, cited: list[Hit]) -> tuple[str, list[Source]]:
         """Numbered sources for an answer whose ``[1]``..``[k]`` are ``cited``: the cited passages the
@@ -51,9 +54,7 @@ class EvidenceLog:
         with its citations renumbered to those places, and the sources."""
         own = [h for h in (self.searches[0][1] if self.searches else []) if h.id not in self.demoted]
         own_ids = {h.id for h in own}
-        lead = interleave([[h for h in cited if h.id not in own_ids], own], limit=10**6)
-        seen = {h.id for h in lead}
-        order = lead + [h for h in self.ranked() if h.id not in seen]
+        order = self._then_the_rest(interleave([[h for h in cited if h.id not in own_ids], own], limit=10**6))
         place = {h.id: n for n, h in enumerate(order, start=1)}
 
         def renumber(match) -> str:
