@@ -1,6 +1,6 @@
 """Run the shorter benchmarks in turn (``make bench``); each prints its own figures.  The long ones
 (``bench_multihop``, ``bench_report``, ``bench_evaluation``, ``bench_reingest``, ``bench_vs_deepsearcher``)
-are run on their own, with the options their docstrings give."""
+and ``bench_source_orders`` (which reads kept rows) are run on their own, with the options their docstrings give."""
 from __future__ import annotations
 
 import subprocess
