@@ -20,6 +20,7 @@ from helpers.evaluation.harness import load_questions, recall_at_k
 from helpers.knowledge.retrieval import interleave
 
 KS = (2, 5)
+CURRENT = "current rule: cited passages the question missed, in turns with its hits"
 
 
 def in_turns(*groups: list[str]) -> list[str]:
@@ -36,7 +37,7 @@ def orders(record: dict) -> dict[str, list[str]]:
     found = {
         "the question's own hits (naive RAG)": own,
         "this run's order": run,
-        "current rule: cited passages the question missed, in turns with its hits": in_turns(novel, own),
+        CURRENT: in_turns(novel, own),
         "every cited passage in turns with the question's hits": in_turns(cited, own),
     }
     if "search_hits" in record:
@@ -58,7 +59,7 @@ def main() -> None:
     for record in records:
         for name, order in orders(record).items():
             scores.setdefault(name, []).append(tuple(recall_at_k(order, gold[record["id"]], k) for k in KS))
-    current = scores["current rule: cited passages the question missed, in turns with its hits"]
+    current = scores[CURRENT]
     print(f"{len(records)} questions; per question against the current rule (more / less)")
     for name, values in scores.items():
         means = " ".join(f"R@{k} {sum(v[i] for v in values) / len(values):.3f}" for i, k in enumerate(KS))
