@@ -3,7 +3,8 @@
 Reads a ``sources.jsonl`` of ``bench/results/`` (per question: the question's own hits,
 the agent's sources in the order of its run with their cited flags and, where kept,
 each later search's hits) and prints R@2 / R@5 for each order, and per question how
-each order compares with the agent's current one (``EvidenceLog.answer_sources``).
+each order compares with the run's own; the agent's order now is the one marked
+"the agent's rule" (``EvidenceLog.answer_sources``).
 
     python bench/bench_source_orders.py bench/results/multihop_agent_2wiki_sources2/sources.jsonl
 """
@@ -20,7 +21,7 @@ from helpers.evaluation.harness import load_questions, recall_at_k
 from helpers.knowledge.retrieval import interleave
 
 KS = (2, 5)
-CURRENT = "current rule: cited passages the question missed, in turns with its hits"
+RUN = "this run's order"
 
 
 def in_turns(*groups: list[str]) -> list[str]:
@@ -36,13 +37,13 @@ def orders(record: dict) -> dict[str, list[str]]:
     novel = [t for t in cited if t not in own]
     found = {
         "the question's own hits (naive RAG)": own,
-        "this run's order": run,
-        CURRENT: in_turns(novel, own),
+        RUN: run,
+        "cited passages the question missed, in turns with its hits (the rule of the sources2 run)": in_turns(novel, own),
         "every cited passage in turns with the question's hits": in_turns(cited, own),
     }
     if "search_hits" in record:
         turn_order = in_turns(own, *record["search_hits"])
-        found["earlier rule: cited passages in turns with all searches in turn order"] = in_turns(cited, turn_order)
+        found["the agent's rule: cited passages in turns with all searches in turn order"] = in_turns(cited, turn_order)
         later = [t for t in turn_order if t not in own]
         found["later searches' finds in turns with the question's hits"] = in_turns(novel + later, own)
     return {name: lead + [t for t in run if t not in lead] for name, lead in found.items()}
@@ -59,13 +60,13 @@ def main() -> None:
     for record in records:
         for name, order in orders(record).items():
             scores.setdefault(name, []).append(tuple(recall_at_k(order, gold[record["id"]], k) for k in KS))
-    current = scores[CURRENT]
-    print(f"{len(records)} questions; per question against the current rule (more / less)")
+    current = scores[RUN]
+    print(f"{len(records)} questions; per question against this run's order (more / less)")
     for name, values in scores.items():
         means = " ".join(f"R@{k} {sum(v[i] for v in values) / len(values):.3f}" for i, k in enumerate(KS))
         moves = " ".join(f"R@{k} +{sum(v[i] > c[i] for v, c in zip(values, current))}"
                          f"/-{sum(v[i] < c[i] for v, c in zip(values, current))}" for i, k in enumerate(KS))
-        print(f"  {name:<75} {means}   {moves}")
+        print(f"  {name:<90} {means}   {moves}")
 
 
 if __name__ == "__main__":

@@ -48,15 +48,15 @@ def test_turn_order_takes_the_best_of_each_search_first():
     assert answer == "It is d [1] and e [3]." and [s.number for s in sources if s.cited] == [1, 3]
 
 
-def test_an_answers_sources_keep_the_questions_own_hits_near_the_top():
+def test_an_answers_sources_take_turns_with_the_evidence_in_turn_order():
     log = EvidenceLog()
     log.add("question", [hit("a"), hit("b"), hit("c")])
     log.add("second", [hit("d"), hit("e")])
     log.add("third", [hit("f"), hit("g")])
     assert [h.id for h in log.ranked()] == ["a", "d", "f", "b", "e", "g", "c"]
     answer, sources = log.answer_sources("It is e [1], as b [2] says.", [hit("e"), hit("b")])
-    # e (not among the question's hits) takes turns with a, b, c; the other searches follow in turn order
-    assert [s.chunk_id for s in sources] == ["e", "a", "b", "c", "d", "f", "g"]
+    # e, a (the best found), b, d, then the rest of the turn order without e and b
+    assert [s.chunk_id for s in sources] == ["e", "a", "b", "d", "f", "g", "c"]
     assert answer == "It is e [1], as b [3] says." and [s.number for s in sources if s.cited] == [1, 3]
 
 

@@ -250,7 +250,7 @@ def test_rejected_answer_becomes_a_bad_attempt_and_masks_answer_next_step(embedd
     assert result.answer.startswith("Ratings fell")
     cited = [s.number for s in result.sources if s.cited]  # the answer's [n] are its sources' numbers
     assert cited_numbers(result.answer) == set(cited) and len(cited) == 2 and cited[0] == 1
-    own_best = result.steps("search")[0].kept[0]["id"]  # the question's own hits take turns with the answer's,
+    own_best = result.steps("search")[0].kept[0]["id"]  # the best passage found takes turns with the answer's,
     assert own_best in [s.chunk_id for s in result.sources[:2]]  # the question's best passage stays in the top two
 
 

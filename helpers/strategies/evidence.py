@@ -6,9 +6,9 @@ model later says about it; judging may only move it down.  The rank order is
 question's own search first), then the second best of each, and so on, each passage
 once.  Every search thus places its best find near the top, which is what recall@k
 rewards on multi-hop questions: the second hop's passage is found by a different
-query than the first's.  An answer's own passages (the agent's) that the question's own
-search did not return take turns with that search's hits (``answer_sources``), so the
-question's top hits stay near the top whatever the answer cites.
+query than the first's.  An answer's own passages (the agent's) take turns with that
+order (``answer_sources``), so an answer citing a wrong passage cannot push the best
+passage found below second place.
 """
 from __future__ import annotations
 
@@ -47,14 +47,11 @@ class EvidenceLog:
         return lead + [h for h in self.ranked() if h.id not in seen]
 
     def answer_sources(self, answer: str, cited: list[Hit]) -> tuple[str, list[Source]]:
-        """Numbered sources for an answer whose ``[1]``..``[k]`` are ``cited``: the cited passages the
-        question's own search (the first one) did not return take turns with that search's hits in
-        its order (the answer's first such passage, the question's best hit, its second, the question's
-        second hit, ...), then the rest of the evidence in rank order, each once; returns the answer
-        with its citations renumbered to those places, and the sources."""
-        own = [h for h in (self.searches[0][1] if self.searches else []) if h.id not in self.demoted]
-        own_ids = {h.id for h in own}
-        order = self._then_the_rest(interleave([[h for h in cited if h.id not in own_ids], own], limit=10**6))
+        """Numbered sources for an answer whose ``[1]``..``[k]`` are ``cited``: the cited passages and
+        the rest of the evidence in rank order take turns (the answer's first passage, the best passage
+        found, the answer's second, the second best, ...), each once; returns the answer with its
+        citations renumbered to those places, and the sources."""
+        order = interleave([list(cited), self.ranked()], limit=10**6)
         place = {h.id: n for n, h in enumerate(order, start=1)}
 
         def renumber(match) -> str:
