@@ -38,7 +38,7 @@ def orders(record: dict) -> dict[str, list[str]]:
     found = {
         "the question's own hits (naive RAG)": own,
         RUN: run,
-        "cited passages the question missed, in turns with its hits (the rule of the sources2 run)": in_turns(novel, own),
+        "cited passages the question missed, in turns with its hits (sources2 run)": in_turns(novel, own),
         "every cited passage in turns with the question's hits": in_turns(cited, own),
     }
     if "search_hits" in record:
