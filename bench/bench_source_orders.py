@@ -4,7 +4,8 @@ Reads a ``sources.jsonl`` of ``bench/results/`` (per question: the question's ow
 the agent's sources in the order of its run with their cited flags and, where kept,
 each later search's hits) and prints R@2 / R@5 for each order, and per question how
 each order compares with the run's own; the agent's order now is the one marked
-"the agent's rule" (``EvidenceLog.answer_sources``).
+"the agent's rule" (``EvidenceLog.answer_sources``; printed where later searches' hits
+were kept, and recomputed without the judge's demotions, which the records lack).
 
     python bench/bench_source_orders.py bench/results/multihop_agent_2wiki_sources2/sources.jsonl
 """
@@ -60,12 +61,12 @@ def main() -> None:
     for record in records:
         for name, order in orders(record).items():
             scores.setdefault(name, []).append(tuple(recall_at_k(order, gold[record["id"]], k) for k in KS))
-    current = scores[RUN]
+    run_scores = scores[RUN]
     print(f"{len(records)} questions; per question against this run's order (more / less)")
     for name, values in scores.items():
         means = " ".join(f"R@{k} {sum(v[i] for v in values) / len(values):.3f}" for i, k in enumerate(KS))
-        moves = " ".join(f"R@{k} +{sum(v[i] > c[i] for v, c in zip(values, current))}"
-                         f"/-{sum(v[i] < c[i] for v, c in zip(values, current))}" for i, k in enumerate(KS))
+        moves = " ".join(f"R@{k} +{sum(v[i] > c[i] for v, c in zip(values, run_scores))}"
+                         f"/-{sum(v[i] < c[i] for v, c in zip(values, run_scores))}" for i, k in enumerate(KS))
         print(f"  {name:<90} {means}   {moves}")
 
 

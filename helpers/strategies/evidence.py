@@ -39,12 +39,8 @@ class EvidenceLog:
     def sources(self, answer: str, first: list[Hit] = ()) -> list[Source]:
         """Numbered sources: ``first`` (the passages the answer was written from, numbered as
         it cites them), then the rest of the evidence in rank order."""
-        return number_sources(self._then_the_rest(list(first)), answer)
-
-    def _then_the_rest(self, lead: list[Hit]) -> list[Hit]:
-        """``lead``, then every other passage found, in rank order."""
-        seen = {h.id for h in lead}
-        return lead + [h for h in self.ranked() if h.id not in seen]
+        seen = {h.id for h in first}
+        return number_sources(list(first) + [h for h in self.ranked() if h.id not in seen], answer)
 
     def answer_sources(self, answer: str, cited: list[Hit]) -> tuple[str, list[Source]]:
         """Numbered sources for an answer whose ``[1]``..``[k]`` are ``cited``: the cited passages and
