@@ -7,7 +7,7 @@ from scripted import Seq, StepScriptedBackend
 
 from helpers.config import with_overrides
 from helpers.knowledge.embeddings import get_embedder
-from helpers.knowledge.retrieval import matching_titles
+from helpers.knowledge.retrieval import matching_titles, names_in
 from helpers.models.llm import LLM, Budget
 from helpers.results import Hit
 from helpers.strategies.chain import Hop, chosen_option, fill_references, is_bridge, mirror_steps, run_chain
@@ -130,6 +130,19 @@ def test_titles_match_whatever_their_case_accents_and_qualifier():
     assert matching_titles("Aldri Annet Enn Brak", titles) == ["Aldri annet enn bråk"]
     assert matching_titles("God'S Gift To Women", titles) == ["God\u2019s Gift to Women"]
     assert matching_titles("Bradley", titles) == [] and matching_titles("Da", titles) == []
+
+
+def test_names_are_the_titles_a_text_writes_as_proper_names_longest_first():
+    titles = ["John Middleton (architect)", "John Middleton Murry", "Dark River (1990 film)",
+              "Dark River (2017 film)", "Place of birth", "Where", "Blue"]
+    assert names_in("Why did John Middleton Murry's wife die?", titles) == ["John Middleton Murry"]
+    assert names_in("What is the place of birth of the director of Dark River (2017 Film)?",
+                    titles) == ["Dark River (2017 Film)"]                    # qualified as a title is; not "place of birth"
+    assert names_in("Are Dark River (2001 Film) and John Middleton both films?", titles) == ["Dark River",
+                                                                                       "John Middleton"]
+    assert names_in("Where was Blue born, where or in blue water?", titles) == ["Blue"]  # capitalised, not first
+    assert names_in("John Middleton met John Middleton Murry and Blue", titles, limit=2) == ["John Middleton",
+                                                                                        "John Middleton Murry"]
 
 
 def test_a_step_reads_the_pages_titled_by_what_it_is_about_first(simpsons_kb):

@@ -53,10 +53,13 @@ DOCS = {
 
 
 class FakeStore:
-    """Word-overlap search over ``DOCS``: a ``VectorStore`` without Milvus."""
+    """Word-overlap search over ``docs`` (``DOCS`` unless given): a ``VectorStore`` without Milvus."""
+
+    def __init__(self, docs: dict | None = None):
+        self.docs = docs or DOCS
 
     def list_collections(self):
-        return sorted({collection for collection, _ in DOCS})
+        return sorted({collection for collection, _ in self.docs})
 
     def info(self, name):
         return SimpleNamespace(description=f"Documents about {name.split('_')[1]}: ratings, history.", count=2)
@@ -64,7 +67,7 @@ class FakeStore:
     def search(self, name, query, embedder, k=5, mode="dense", ranker="rrf", vector=None):
         words = set(query.lower().split())
         found = []
-        for (collection, _), chunks in DOCS.items():
+        for (collection, _), chunks in self.docs.items():
             for chunk in chunks:
                 overlap = len(words & set(chunk.text.lower().split()))
                 if collection == name and overlap:
@@ -72,13 +75,13 @@ class FakeStore:
         return sorted(found, key=lambda h: h.score, reverse=True)[:k]
 
     def source_chunks(self, collection, source):
-        return list(DOCS[(collection, source)])
+        return list(self.docs[(collection, source)])
 
     def titles(self, name):
-        return list(dict.fromkeys(h.title for (c, _), hits in DOCS.items() if c == name for h in hits))
+        return list(dict.fromkeys(h.title for (c, _), hits in self.docs.items() if c == name for h in hits))
 
     def titled_chunks(self, name, titles, vector):
-        return [h for (c, _), hits in DOCS.items() if c == name for h in hits if h.title in titles]
+        return [h for (c, _), hits in self.docs.items() if c == name for h in hits if h.title in titles]
 
 
 def test_the_fake_store_is_a_vector_store():
@@ -112,12 +115,12 @@ def embedder():
     return get_embedder(load_config().embedding)
 
 
-def run_script(embedder, script, budget=6000, context_size=4096, prompts=None, **agent):
+def run_script(embedder, script, budget=6000, context_size=4096, prompts=None, store=None, **agent):
     config = load_config(overrides={"llm.max_tokens": 64, "search.top_k": 3, "agent.token_budget": budget,
                                     "agent.draft_every": 0, "agent.max_stalls": 0,  # tests that want drafts say so
                                     **{f"agent.{key}": value for key, value in agent.items()}})
     backend = StepScriptedBackend(script, context_size, tokens="words", message_overhead=6)
-    result = run_agent(QUESTION, config, llm=LLM(backend, retries=1), store=FakeStore(), embedder=embedder,
+    result = run_agent(QUESTION, config, llm=LLM(backend, retries=1), store=store or FakeStore(), embedder=embedder,
                        prompts=prompts)
     return result, backend
 
@@ -227,6 +230,21 @@ def test_repeated_search_is_dropped_then_search_is_masked_and_visit_reads_docume
     assert len(visit.kept) == len(DOCS[(first_passage["collection"], first_passage["source"])])
     assert "visit" not in allowed_in(backend.calls_for("beast answer")[0]["schema"])
     assert result.settings["beast_mode"] == "steps"
+
+
+def test_the_question_s_own_search_brings_the_pages_its_names_title_first(embedder):
+    # a page titled "The Simpsons" that shares no word with the question: only its title can find it
+    page = _hit("simpsons_production", "wiki/The Simpsons", 0, "Matt Groening's animated sitcom about a family.")
+    store = FakeStore({**DOCS, ("simpsons_production", "wiki/The Simpsons"): [page]})
+    script = {"action": [answer(GOOD_ANSWER, [2, 3])], "evaluate plan": [PLAN_STRICT_ONLY],
+              "check strict": [verdict(True)]}
+    result, _ = run_script(embedder, script, store=store, max_steps=2)
+    own = result.steps("search")[0]
+    assert own.kept[0]["title"] == "The Simpsons" and len(own.kept) == 4  # the page, then the question's top 3
+    assert any("The Simpsons" in note for note in own.notes)
+    assert "The Simpsons" in {s.title for s in result.sources}
+    result, _ = run_script(embedder, script, store=store, max_steps=2, pages=0)
+    assert "The Simpsons" not in {h["title"] for h in result.steps("search")[0].kept}  # no lookup: never found
 
 
 # evaluation and bad attempts ------------------------------------------------------------------

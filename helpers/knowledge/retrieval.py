@@ -95,6 +95,7 @@ def search_collections(store: VectorStore, embedder: Embedder, query: str, colle
 
 
 _QUALIFIER = re.compile(r"\s*\([^()]*\)$")  # "David Bradley (director)" -> "David Bradley"
+_QUALIFIED = re.compile(r"\s*\([^()]*\)")  # the qualifier a text may write after a name
 
 
 @lru_cache(maxsize=65536)  # every lookup compares a name with every title of a collection
@@ -114,6 +115,38 @@ def matching_titles(name: str, titles: list[str], limit: int = 3) -> list[str]:
     exact = [t for t in titles if title_key(t) == key]
     qualified = [t for t in titles if t not in exact and title_key(_QUALIFIER.sub("", t)) == key]
     return (exact + qualified)[:limit]
+
+
+def names_in(text: str, titles: list[str], limit: int = 3) -> list[str]:
+    """The page names ``text`` mentions, in the order it mentions them (at most ``limit``): each a
+    title, its qualifier aside ("David Bradley (director)" -> "David Bradley"), written in the text as
+    a proper name (its first word capitalised; a one-word name not as the text's first word), the
+    longer name where two overlap ("John Middleton Murry's wife" names "John Middleton Murry", not
+    "John Middleton").  A lookup in the title index, no model call: it finds the pages of the films
+    a comparison names, which a search by meaning may rank below unrelated pages."""
+    words = list(re.finditer(r"\w+", text))
+    keys = [title_key(w.group()) for w in words]
+    starts: dict[str, list[tuple[str, ...]]] = {}
+    for title in titles:
+        name = tuple(title_key(w) for w in re.findall(r"\w+", _QUALIFIER.sub("", title)))
+        if name and len("".join(name)) >= 3:
+            starts.setdefault(name[0], []).append(name)
+    found = [(i, name) for i, key in enumerate(keys) for name in starts.get(key, ())
+             if tuple(keys[i: i + len(name)]) == name and (words[i].group()[0].isupper() or words[i].group()[0].isdigit())
+             and (i > 0 or len(name) > 1)]
+    taken: list[tuple[int, tuple[str, ...]]] = []
+    for i, name in sorted(set(found), key=lambda f: (-len(f[1]), f[0])):
+        if all(i + len(name) <= j or j + len(other) <= i for j, other in taken):
+            taken.append((i, name))
+    exact = {title_key(t) for t in titles}
+    names = []
+    for i, name in sorted(taken):
+        start, end = words[i].start(), words[i + len(name) - 1].end()
+        qualifier = _QUALIFIED.match(text, end)  # "Dark River (2017 Film)" when that is a title
+        if qualifier and title_key(text[start:qualifier.end()]) in exact:
+            end = qualifier.end()
+        names.append(text[start:end])
+    return list(dict.fromkeys(names))[:limit]
 
 
 def lookup_pages(store: VectorStore, embedder: Embedder, name: str, query: str, collections: list[str],

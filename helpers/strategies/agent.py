@@ -1,6 +1,11 @@
 """The DeepSearch agent: search, read and reason in a loop until an answer passes
 evaluation (a Python rebuild of the ideas behind Jina's node-DeepResearch).
 
+Before the first step the question itself is searched (no model call), and the pages titled
+by the names it mentions (``names_in``: "Which film came out first, Blind Shaft or Dying
+God?" names two) are looked up in the title index and put first, so the run starts from
+what one plain search finds plus the pages of everything the question names.
+
 Every step:
 
 1. the code decides which actions are allowed now (``agent_actions.allowed_actions``) and
@@ -45,7 +50,7 @@ from helpers.errors import (BudgetExceededError, ContextOverflowError, DeepSearc
                             VectorStoreError)
 from helpers.knowledge.embeddings import Embedder, get_embedder
 from helpers.knowledge.query_dedup import QueryDeduper
-from helpers.knowledge.retrieval import interleave, search_collections
+from helpers.knowledge.retrieval import interleave, lookup_pages, names_in, search_collections
 from helpers.knowledge.store import VectorStore
 from helpers.knowledge.vectorstore import open_store
 from helpers.knowledge.web import WebSearchUnavailable, web_search
@@ -126,16 +131,25 @@ class DeepSearchAgent:
 
     def _search_question(self) -> None:
         """Search the question itself before the first step (no model call), so the run's
-        evidence always holds what one plain search finds."""
+        evidence always holds what one plain search finds; the pages titled by the names the
+        question mentions (``names_in``, ``agent.pages`` each) come first."""
         s = self.config.search
+        titles = [t for c in self.collections for t in self.store.titles(c)] if self.limits.pages else []
+        names = names_in(self.question, titles)
+        pages = [page for name in names for page in lookup_pages(self.store, self.embedder, name, self.question,
+                                                                 self.collections, self.limits.pages)]
         hits = search_collections(self.store, self.embedder, self.question, self.collections, k=s.top_k,
                                   mode=s.mode, ranker=s.ranker)[: s.top_k]
+        hits = list({h.id: h for h in pages + hits}.values())
         self.memory.queries.append(self.question)
         self.query_dedup.remember([self.question])
         self.evidence.add(self.question, hits)
         new_numbers = self.memory.learn_from_search([self.question], hits, self.step, self.snippet_chars)
-        self._record_search([self.question], hits, [], ["the question itself, searched before the first step"],
-                            [self.question])
+        notes = ["the question itself, searched before the first step"]
+        if pages:
+            notes.append(f"pages found by title for {quoted(names)}: "
+                         + ", ".join(dict.fromkeys(p.title for p in pages)))
+        self._record_search([self.question], hits, [], notes, [self.question])
         self._diary(f"searched all collections for the question itself: {len(new_numbers)} passage(s).")
 
     def _loop(self) -> None:
