@@ -168,6 +168,16 @@ def lookup_pages(store: VectorStore, embedder: Embedder, name: str, query: str, 
     return pages[:limit]
 
 
+def named_pages(store: VectorStore, embedder: Embedder, text: str, collections: list[str],
+                per_name: int = 2) -> tuple[list[str], list[Hit]]:
+    """The names ``text`` mentions (``names_in``, over the titles of ``collections``) and their pages
+    (``lookup_pages``, ``per_name`` each, the chunk that best matches ``text``); no model call."""
+    if per_name <= 0:
+        return [], []
+    names = names_in(text, [t for c in collections for t in store.titles(c)])
+    return names, [page for name in names for page in lookup_pages(store, embedder, name, text, collections, per_name)]
+
+
 def numbered_chunks(hits: list[Hit], max_chars: int | None = None, start: int = 1, bodies: bool = False) -> str:
     """Chunks as ``[n] title / section`` headers over fenced text, for prompts (numbered from ``start``).
     ``bodies``: the text without the chunk's own title line, so the passage starts with a sentence (a

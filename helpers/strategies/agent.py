@@ -50,7 +50,7 @@ from helpers.errors import (BudgetExceededError, ContextOverflowError, DeepSearc
                             VectorStoreError)
 from helpers.knowledge.embeddings import Embedder, get_embedder
 from helpers.knowledge.query_dedup import QueryDeduper
-from helpers.knowledge.retrieval import interleave, lookup_pages, names_in, search_collections
+from helpers.knowledge.retrieval import interleave, named_pages, search_collections
 from helpers.knowledge.store import VectorStore
 from helpers.knowledge.vectorstore import open_store
 from helpers.knowledge.web import WebSearchUnavailable, web_search
@@ -132,12 +132,9 @@ class DeepSearchAgent:
     def _search_question(self) -> None:
         """Search the question itself before the first step (no model call), so the run's
         evidence always holds what one plain search finds; the pages titled by the names the
-        question mentions (``names_in``, ``agent.pages`` each) come first."""
+        question mentions (``named_pages``, ``agent.pages`` each) come first."""
         s = self.config.search
-        titles = [t for c in self.collections for t in self.store.titles(c)] if self.limits.pages else []
-        names = names_in(self.question, titles)
-        pages = [page for name in names for page in lookup_pages(self.store, self.embedder, name, self.question,
-                                                                 self.collections, self.limits.pages)]
+        names, pages = named_pages(self.store, self.embedder, self.question, self.collections, self.limits.pages)
         hits = search_collections(self.store, self.embedder, self.question, self.collections, k=s.top_k,
                                   mode=s.mode, ranker=s.ranker)[: s.top_k]
         hits = list({h.id: h for h in pages + hits}.values())
