@@ -68,7 +68,8 @@ def main() -> None:
     for name, entries in orders.items():
         scores = [(questions[qid].type, *(recall_at_k(order, questions[qid].gold, k) for k in KS),
                    *(recall_at_k(base[qid], questions[qid].gold, k) for k in KS)) for qid, order in entries]
-        row = {"order": name, **{f"R@{k}": sum(s[1 + i] for s in scores) / len(scores) for i, k in enumerate(KS)}}
+        row = {"order": name,
+               **{f"R@{k}": f"{sum(s[1 + i] for s in scores) / len(scores):.3f}" for i, k in enumerate(KS)}}
         for kind in kinds:
             of_kind = [s for s in scores if s[0] == kind]
             row[f"{kind} ({len(of_kind)})"] = " / ".join(f"{sum(s[1 + i] for s in of_kind) / len(of_kind):.2f}"
