@@ -137,7 +137,7 @@ def test_names_are_the_titles_a_text_writes_as_proper_names_longest_first():
               "Dark River (2017 film)", "Place of birth", "Where", "Blue"]
     assert names_in("Why did John Middleton Murry's wife die?", titles) == ["John Middleton Murry"]
     assert names_in("What is the place of birth of the director of Dark River (2017 Film)?",
-                    titles) == ["Dark River (2017 Film)"]                    # qualified as a title is; not "place of birth"
+                    titles) == ["Dark River (2017 Film)"]      # qualified as its title is; not "place of birth"
     assert names_in("Are Dark River (2001 Film) and John Middleton both films?", titles) == ["Dark River",
                                                                                        "John Middleton"]
     assert names_in("Where was Blue born, where or in blue water?", titles) == ["Blue"]  # capitalised, not first

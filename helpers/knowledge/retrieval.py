@@ -131,9 +131,9 @@ def names_in(text: str, titles: list[str], limit: int = 3) -> list[str]:
         name = tuple(title_key(w) for w in re.findall(r"\w+", _QUALIFIER.sub("", title)))
         if name and len("".join(name)) >= 3:
             starts.setdefault(name[0], []).append(name)
+    capital = [w.group()[0].isupper() or w.group()[0].isdigit() for w in words]
     found = [(i, name) for i, key in enumerate(keys) for name in starts.get(key, ())
-             if tuple(keys[i: i + len(name)]) == name and (words[i].group()[0].isupper() or words[i].group()[0].isdigit())
-             and (i > 0 or len(name) > 1)]
+             if capital[i] and tuple(keys[i: i + len(name)]) == name and (i > 0 or len(name) > 1)]
     taken: list[tuple[int, tuple[str, ...]]] = []
     for i, name in sorted(set(found), key=lambda f: (-len(f[1]), f[0])):
         if all(i + len(name) <= j or j + len(other) <= i for j, other in taken):
