@@ -114,6 +114,7 @@ class AgentConfig(BaseModel):
     draft_every: int = Field(0, ge=0)  # steps without an answer attempt before one is required (0: never)
     max_stalls: int = Field(1, ge=0)  # stalled steps in a row before an answer is required (0: never)
     pages: int = Field(2, ge=0, le=10)  # pages titled by each name in the question, read with its search (0: none)
+    rewrite: Literal["questions", "always"] = "questions"  # rewrite only requests written as questions, or all
     queue_policy: Literal["front", "rotate"] = "front"
     max_gap_questions: int = Field(4, ge=0)
     dedup_threshold: float = Field(0.86, ge=0.0, le=1.0)

@@ -118,6 +118,7 @@ def embedder():
 def run_script(embedder, script, budget=6000, context_size=4096, prompts=None, store=None, **agent):
     config = load_config(overrides={"llm.max_tokens": 64, "search.top_k": 3, "agent.token_budget": budget,
                                     "agent.draft_every": 0, "agent.max_stalls": 0,  # tests that want drafts say so
+                                    "agent.rewrite": "always",  # scripted rewrites; the test of the default says so
                                     **{f"agent.{key}": value for key, value in agent.items()}})
     backend = StepScriptedBackend(script, context_size, tokens="words", message_overhead=6)
     result = run_agent(QUESTION, config, llm=LLM(backend, retries=1), store=store or FakeStore(), embedder=embedder,
@@ -341,6 +342,9 @@ def test_beast_mode_after_too_many_bad_attempts(embedder):
               "beast answer": [answer(GOOD_ANSWER, [1, 2])]}
     result, backend = run_script(embedder, script, max_steps=10, max_bad_attempts=2)
     assert result.settings["beast_mode"] == "bad attempts" and result.settings["steps"] == 5
+    # the first rejection is analysed; the second ends the loop, so no lesson call is made for it
+    assert len(backend.calls_for("analyze")) == 1
+    assert "no analysis call" in result.steps("evaluate")[-1].notes[0]
     beast = backend.calls_for("beast answer")
     assert len(beast) == 1 and allowed_in(beast[0]["schema"]) == {"answer"}
     assert len(backend.calls_for("check strict")) == 2  # beast-mode answers are not evaluated
@@ -362,6 +366,19 @@ def test_gap_questions_are_worked_on_then_the_original_returns(embedder):
 
 
 # degrading, budget and the fallback ------------------------------------------------------------
+
+def test_keyword_requests_are_searched_as_asked_and_questions_are_rewritten(embedder):
+    script = {"action": [search("simpsons ratings"), search("How many households watched season one?"),
+                         answer(GOOD_ANSWER, [1, 2])],
+              "rewrite": [json.dumps({"queries": ["season one households"]})],
+              "evaluate plan": [PLAN_STRICT_ONLY], "check strict": [verdict(True)]}
+    result, backend = run_script(embedder, script, rewrite="questions")
+    searches = result.steps("search")[1:]
+    assert searches[0].parsed["queries"] == ["simpsons ratings"]  # a keyword request: no rewrite call
+    assert any("not rewritten" in note for note in searches[0].notes)
+    assert searches[1].parsed["queries"] == ["season one households"]  # a question: rewritten
+    assert len(backend.calls_for("rewrite")) == 1 and result.steps("rewrite")[0].iteration == 2
+
 
 def test_broken_rewrite_and_action_replies_degrade(embedder):
     script = {"action": ["no json here", "still none", search("season 30 viewers")],

@@ -15,14 +15,17 @@ Every step:
    and the allowed actions, and picks one;
 3. the action runs:
 
-   * **search** - the requested queries are rewritten into (at most three)
-     better ones, which are de-duplicated against earlier searches and each
-     other with embeddings, then run; the requests themselves are the fallback;
+   * **search** - requests written as questions or sentences are rewritten into (at
+     most three) keyword queries (``agent.rewrite = "always"``: every request; short
+     keyword requests otherwise go as they are, without a call), de-duplicated against
+     earlier searches and each other with embeddings, then run; the requests
+     themselves are the fallback;
    * **visit** - whole documents behind chosen passages are read;
    * **reflect** - gap questions go into the question queue;
    * **answer** - an answer to a gap question becomes knowledge; an answer to
      the original question is evaluated by separate calls (``answer_checks``) and
-     either accepted or turned into a bad attempt with a lesson.
+     either accepted or turned into a bad attempt with a lesson (no lesson call
+     when that rejection ends the loop: beast mode answers next).
 
 Small models seldom choose ``answer`` on their own: they repeat the same search or
 sub-question until the budget is gone.  So a step that *stalls* (it repeats a request the
@@ -58,13 +61,13 @@ from helpers.models.llm import LLM, make_llm
 from helpers.prompts import PromptSet, as_prompt_set
 from helpers.results import Hit, Result, TraceStep, hit_summary, traced
 from helpers.strategies.agent_actions import (MAX_QUERIES, MAX_QUERY_WORDS, Rewrite, action_schema, allowed_actions,
-                                              cite_sources, drop_repeated_sentences, has_substance,
+                                              cite_sources, drop_repeated_sentences, has_substance, is_keyword_query,
                                               looks_like_placeholder, step_models)
 from helpers.strategies.agent_budget import AgentBudget
 from helpers.strategies.agent_memory import (AgentMemory, BadAttempt, KnowledgeItem, QuestionQueue, numbered, one_line,
                                              quoted)
 from helpers.strategies.agent_prompts import AgentPrompter, describe_collections
-from helpers.strategies.answer_checks import analyze_failure, evaluate_answer, plan_checks
+from helpers.strategies.answer_checks import CheckResult, analyze_failure, evaluate_answer, plan_checks
 from helpers.strategies.evidence import EvidenceLog
 from helpers.strategies.reports import content_words
 
@@ -284,13 +287,17 @@ class DeepSearchAgent:
         requested = [q for q in decision.queries if not looks_like_placeholder(q)] or [question]
         chosen = [c for c in getattr(decision, "collections", []) if c in self.collections]
         collections = chosen or self.collections
-        rewritten = self._rewrite(question, requested)
+        notes: list[str] = []
+        if self.limits.rewrite == "questions" and all(is_keyword_query(q) for q in requested):
+            rewritten = requested[:MAX_QUERIES]
+            notes.append("not rewritten: every request is already a short keyword query")
+        else:
+            rewritten = self._rewrite(question, requested)
         # near-duplicates of earlier searches or of each other are dropped
         final = self.query_dedup.filter(rewritten)
         if not final.kept and rewritten != requested:
             fallback = self.query_dedup.filter(requested[:MAX_QUERIES])
             final.kept, final.dropped = fallback.kept, final.dropped + fallback.dropped
-        notes: list[str] = []
         groups: list[list[Hit]] = []
         for query in final.kept:
             self.memory.queries.append(query)
@@ -423,23 +430,34 @@ class DeepSearchAgent:
             self._accept(answer, references, "beast mode (token budget): the answer just written was kept "
                                              "without a complete evaluation")
             return
+        # a rejection that ends the loop (the bad-attempt cap, the last step) needs no lesson: beast mode answers next
+        ends_loop = (len(self.memory.bad_attempts) + 1 >= self.limits.max_bad_attempts
+                     or self.step + 1 >= self.limits.max_steps)
         with traced(self.trace, self.llm.ledger, "evaluate", self.step, checks=self.checks) as entry:
             entry.parsed = {"passed": evaluation.passed,
                             "results": [vars(result) for result in evaluation.results]}
+            if not evaluation.passed and ends_loop:
+                entry.notes.append("rejected; no analysis call, since beast mode answers next")
         if evaluation.passed:
             self._accept(answer, references, "answer passed evaluation")
             return
         failed = evaluation.failed
-        try:
-            problem, next_step = analyze_failure(self._reply, self.question, answer, failed,
-                                                 [line.render() for line in self.memory.diary[-3:]],
-                                                 self.prompts)
-        except BudgetExceededError:
-            problem, next_step = failed.reasoning, "Find the missing facts before answering again."
+        problem, next_step = self._lesson(answer, failed, ends_loop)
         self.memory.bad_attempts.append(BadAttempt(self.question, answer, failed.name, failed.reasoning,
                                                    problem, next_step, self.step))
         self.answer_rejected = True
         self._diary(f"answered the question; the {failed.name} check rejected it: {one_line(failed.reasoning, 160)}")
+
+    def _lesson(self, answer: str, failed: CheckResult, ends_loop: bool) -> tuple[str, str]:
+        """What went wrong with a rejected answer and what to do next (``analyze_failure``); without
+        a call when the rejection ends the loop."""
+        if ends_loop:
+            return failed.reasoning, "Answer once more from the passages found, fixing what was rejected."
+        try:
+            return analyze_failure(self._reply, self.question, answer, failed,
+                                   [line.render() for line in self.memory.diary[-3:]], self.prompts)
+        except BudgetExceededError:
+            return failed.reasoning, "Find the missing facts before answering again."
 
     # endings -------------------------------------------------------------------------------
     def _beast_mode(self, reason: str) -> None:

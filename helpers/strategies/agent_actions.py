@@ -21,6 +21,7 @@ from helpers.strategies.reports import SENTENCE_END
 ACTIONS = ("search", "visit", "reflect", "answer")
 MAX_QUERIES = 3  # per search step, after rewriting
 MAX_QUERY_WORDS = 16  # a longer "query" is usually the question repeated, and it would eat the budget
+KEYWORD_QUERY_WORDS = 8  # a request this short and without "?" is already a keyword query
 _CITATION_LIST = re.compile(r"\[(\d{1,3}(?:\s*,\s*\d{1,3})+)\]")  # [2, 5]
 
 
@@ -28,6 +29,12 @@ class Rewrite(BaseModel):
     """The rewrite step's reply: better search queries."""
 
     queries: list[str] = Field(max_length=MAX_QUERIES)
+
+
+def is_keyword_query(text: str) -> bool:
+    """A request that is already a short keyword query (no question mark, at most
+    ``KEYWORD_QUERY_WORDS`` words): rewriting has nothing to improve in it."""
+    return "?" not in text and len(text.split()) <= KEYWORD_QUERY_WORDS
 
 
 def without_citations(text: str) -> str:
