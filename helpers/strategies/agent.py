@@ -155,7 +155,7 @@ class DeepSearchAgent:
     def _loop(self) -> None:
         for step in range(1, self.limits.max_steps + 1):
             self.step = step
-            trigger = self._beast_trigger(step)
+            trigger = self._beast_trigger(step, len(self.memory.bad_attempts))
             if trigger:
                 self._beast_mode(trigger)
                 return
@@ -167,8 +167,9 @@ class DeepSearchAgent:
             if self.final_answer is not None:
                 return
 
-    def _beast_trigger(self, step: int) -> str | None:
-        if len(self.memory.bad_attempts) >= self.limits.max_bad_attempts:
+    def _beast_trigger(self, step: int, bad_attempts: int) -> str | None:
+        """Why ``step``, with ``bad_attempts`` rejected answers behind it, goes to beast mode, or ``None``."""
+        if bad_attempts >= self.limits.max_bad_attempts:
             return "bad attempts"
         if step >= self.limits.max_steps:
             return "steps"
@@ -430,9 +431,8 @@ class DeepSearchAgent:
             self._accept(answer, references, "beast mode (token budget): the answer just written was kept "
                                              "without a complete evaluation")
             return
-        # a rejection that ends the loop (the bad-attempt cap, the last step) needs no lesson: beast mode answers next
-        ends_loop = (len(self.memory.bad_attempts) + 1 >= self.limits.max_bad_attempts
-                     or self.step + 1 >= self.limits.max_steps)
+        # a rejection after which the next step is beast mode needs no lesson: nothing would read it
+        ends_loop = self._beast_trigger(self.step + 1, len(self.memory.bad_attempts) + 1) is not None
         with traced(self.trace, self.llm.ledger, "evaluate", self.step, checks=self.checks) as entry:
             entry.parsed = {"passed": evaluation.passed,
                             "results": [vars(result) for result in evaluation.results]}
