@@ -110,6 +110,7 @@ class ChainConfig(BaseModel):
 class AgentConfig(BaseModel):
     token_budget: int = Field(20000, ge=500)
     max_bad_attempts: int = Field(2, ge=1)
+    strict_check: bool = False  # add the strict reviewer (reads the cited passages) to every evaluation
     max_steps: int = Field(12, ge=1)
     draft_every: int = Field(0, ge=0)  # steps without an answer attempt before one is required (0: never)
     max_stalls: int = Field(1, ge=0)  # stalled steps in a row before an answer is required (0: never)

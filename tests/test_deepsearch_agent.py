@@ -119,6 +119,7 @@ def run_script(embedder, script, budget=6000, context_size=4096, prompts=None, s
     config = load_config(overrides={"llm.max_tokens": 64, "search.top_k": 3, "agent.token_budget": budget,
                                     "agent.draft_every": 0, "agent.max_stalls": 0,  # tests that want drafts say so
                                     "agent.rewrite": "always",  # scripted rewrites; the test of the default says so
+                                    "agent.strict_check": True,  # scripted strict verdicts; likewise
                                     **{f"agent.{key}": value for key, value in agent.items()}})
     backend = StepScriptedBackend(script, context_size, tokens="words", message_overhead=6)
     result = run_agent(QUESTION, config, llm=LLM(backend, retries=1), store=store or FakeStore(), embedder=embedder,
@@ -322,7 +323,9 @@ def test_checks_are_planned_per_question_run_one_by_one_and_stop_at_the_first_fa
                    "check plurality": {"reasoning": "one item for three", "passed": False}}
         return schema.model_validate(replies[step]) if step in replies else None
 
-    checks = plan_checks(ask, "Name three showrunners.")
+    assert plan_checks(ask, "Name three showrunners.") == ["definitive", "plurality"]
+    asked.clear()
+    checks = plan_checks(ask, "Name three showrunners.", strict=True)
     assert checks == ["definitive", "plurality", "strict"]
     evaluation = evaluate_answer(ask, "Name three showrunners.", "Al Jean [1].", "[1] Al Jean ran it.", checks)
     assert not evaluation.passed and evaluation.failed.name == "plurality"
@@ -330,7 +333,17 @@ def test_checks_are_planned_per_question_run_one_by_one_and_stop_at_the_first_fa
     assert "<<<DATA" in asked[1][1]  # the answer is fenced
     skipped = evaluate_answer(ask, "q", "a", "", ["freshness", "strict"])  # no usable verdicts
     assert skipped.passed and not any(result.ran for result in skipped.results)
-    assert plan_checks(lambda *call: None, "q") == ["definitive", "strict"]  # no usable plan
+    assert plan_checks(lambda *call: None, "q") == ["definitive"]  # no usable plan
+    assert plan_checks(lambda *call: None, "q", strict=True) == ["definitive", "strict"]
+
+
+def test_by_default_only_the_planned_checks_run(embedder):
+    """Without agent.strict_check an answer faces only the checks the plan chose: none here, so it is accepted."""
+    script = {"action": [answer(GOOD_ANSWER, [1, 2])], "evaluate plan": [PLAN_STRICT_ONLY]}
+    result, backend = run_script(embedder, script, max_steps=4, strict_check=False)
+    assert result.steps("evaluate")[0].inputs["checks"] == []
+    assert not [call for call in backend.calls if call["step"].startswith("check")]
+    assert result.settings["finish"] == "answer passed evaluation"
 
 
 def test_beast_mode_after_too_many_bad_attempts(embedder):

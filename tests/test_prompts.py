@@ -18,7 +18,7 @@ from helpers.knowledge.embeddings import get_embedder
 from helpers.models.llm import LLM, Budget
 from helpers.prompts import PromptSet, get_prompt, prompt_names, prompt_version
 from helpers.results import Hit, Result
-from helpers.strategies.answer_checks import ALWAYS_CHECK, OPTIONAL_CHECKS
+from helpers.strategies.answer_checks import OPTIONAL_CHECKS, STRICT_CHECK
 from helpers.strategies.chain import run_chain
 from helpers.strategies.pipeline import run_pipeline, synthesize
 
@@ -29,7 +29,7 @@ HIT = Hit("h1", "Film Roman animated the show from 1992.", 0.9, "c", "anim.md", 
 
 def test_every_prompt_file_is_used_and_no_prompt_text_lives_in_python():
     code = "\n".join(p.read_text() for p in PACKAGE.rglob("*.py"))
-    checks = {f"agent_check_{name}" for name in [*OPTIONAL_CHECKS, ALWAYS_CHECK]}  # named by the check
+    checks = {f"agent_check_{name}" for name in [*OPTIONAL_CHECKS, STRICT_CHECK]}  # named by the check
     unused = [name for name in prompt_names() if f'"{name}"' not in code and name not in checks]
     assert not unused, f"prompt files no code renders: {unused}"
     inline = re.findall(r'"content":\s*\(?\s*f?"[A-Z][^"]{20,}', code)  # also f-strings and wrapped lines

@@ -423,7 +423,7 @@ class DeepSearchAgent:
             return
         try:
             if self.checks is None:
-                self.checks = plan_checks(self._reply, self.question, self.prompts)
+                self.checks = plan_checks(self._reply, self.question, self.prompts, strict=self.limits.strict_check)
             evaluation = evaluate_answer(self._reply, self.question, answer, self.memory.cited_text(answer, references),
                                          self.checks, self.prompts)
         except BudgetExceededError:

@@ -4,7 +4,8 @@ A model that grades its own answer in the same prompt tends to approve it.
 Here evaluation is a separate series of calls:
 
 1. ``plan_checks`` - one call decides which checks the question needs
-   (definitive, freshness, plurality, completeness); the strict check is always added.
+   (definitive, freshness, plurality, completeness); the strict check is added
+   last when the run asks for it (``agent.strict_check``).
 2. ``evaluate_answer`` - each check is its own call, with few-shot examples in
    its prompt file (``helpers/prompts/agent_check_<name>.txt``).  The answer
    passes when every check passes; checking stops at the first failure.
@@ -23,7 +24,7 @@ from pydantic import BaseModel, Field
 from helpers.prompts import PromptSet, fence
 
 OPTIONAL_CHECKS = ("definitive", "freshness", "plurality", "completeness")
-ALWAYS_CHECK = "strict"
+STRICT_CHECK = "strict"  # reads the cited passages; opt-in (agent.strict_check)
 
 # ask(step name, messages, schema, max reply tokens) -> validated value, or None
 Ask = Callable[[str, list[dict], type[BaseModel], int], Optional[BaseModel]]
@@ -70,12 +71,12 @@ def _user(prompts: PromptSet, text: str) -> list[dict]:
             {"role": "user", "content": text}]
 
 
-def plan_checks(ask: Ask, question: str, prompts: PromptSet | None = None) -> list[str]:
-    """The checks for ``question``, strict last.  If the call fails: definitive + strict."""
+def plan_checks(ask: Ask, question: str, prompts: PromptSet | None = None, *, strict: bool = False) -> list[str]:
+    """The checks for ``question`` (``strict``: the strict check added last).  If the call fails: definitive."""
     prompts = prompts or PromptSet()
     plan = ask("evaluate plan", _user(prompts, prompts.render("agent_eval_plan", question=question)), CheckPlan, 80)
     chosen = plan.model_dump() if plan is not None else {"definitive": True}
-    return [name for name in OPTIONAL_CHECKS if chosen.get(name)] + [ALWAYS_CHECK]
+    return [name for name in OPTIONAL_CHECKS if chosen.get(name)] + ([STRICT_CHECK] if strict else [])
 
 
 def check_messages(name: str, question: str, answer: str, passages: str,
@@ -83,7 +84,7 @@ def check_messages(name: str, question: str, answer: str, passages: str,
     """The prompt of one check; only the strict check sees the cited passages."""
     prompts = prompts or PromptSet()
     values = {"question": question, "answer": fence(answer)}
-    if name == ALWAYS_CHECK:
+    if name == STRICT_CHECK:
         values["passages"] = fence(passages) if passages else "(the answer cites no passage)"
     return _user(prompts, prompts.render(f"agent_check_{name}", **values))
 
