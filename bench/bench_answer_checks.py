@@ -22,7 +22,7 @@ from pathlib import Path
 
 from common import table
 
-from helpers.evaluation.harness import BENCHMARKS, answer_matches, load_questions, read_rows
+from helpers.evaluation.harness import BENCHMARKS, answer_matches, load_questions, read_rows, trace_path
 
 STRATEGY = "deepsearch"
 
@@ -44,21 +44,18 @@ def evaluated_answers(trace: list[dict]) -> list[dict]:
 def collect(out: Path) -> list[dict]:
     """One record per question: its evaluated answers (scored) and whether the final answer was right."""
     saved = out / "answer_checks.jsonl"
-    traces = sorted((out / "traces").glob(f"{STRATEGY}__*.json"))
-    if not traces and saved.exists():
+    rows = [r for r in read_rows(out / "results.jsonl") if r["strategy"] == STRATEGY]
+    traced = [(row, trace_path(out / "traces", STRATEGY, row["id"])) for row in rows]
+    traced = [(row, path) for row, path in traced if path.exists()]
+    if not traced and saved.exists():
         return [json.loads(line) for line in saved.read_text().splitlines() if line.strip()]
     questions = {q.id: q for q in load_questions(BENCHMARKS["2wiki"][1])}
-    rows = {r["id"]: r for r in read_rows(out / "results.jsonl") if r["strategy"] == STRATEGY}
     records = []
-    for path in traces:
-        qid = path.stem.split("__", 1)[1]
-        if qid not in rows or qid not in questions:
-            continue
+    for row, path in traced:
         attempts = evaluated_answers(json.loads(path.read_text())["trace"])
         for attempt in attempts:
-            attempt["right"] = answer_matches(attempt.pop("answer"), questions[qid])
-        records.append({"id": qid, "type": rows[qid]["type"], "final_right": rows[qid]["correct"],
-                        "attempts": attempts})
+            attempt["right"] = answer_matches(attempt.pop("answer"), questions[row["id"]])
+        records.append({"id": row["id"], "type": row["type"], "final_right": row["correct"], "attempts": attempts})
     saved.write_text("".join(json.dumps(record) + "\n" for record in records))
     return records
 

@@ -177,6 +177,11 @@ def answer_matches(answer: str, question: EvalQuestion) -> bool:
     return any(gold in produced for gold in golds)
 
 
+def trace_path(trace_dir: Path, label: str, question_id: str) -> Path:
+    """Where the evaluation keeps the trace of one strategy (``label``) on one question."""
+    return trace_dir / f"{label.replace(':', '-').replace('/', '-')}__{question_id}.json"
+
+
 def retrieved_keys(result: Result, kind: str) -> list[str]:
     """Distinct titles (or sources) in the order the run retrieved them."""
     keys = [s.title if kind == "title" else s.source for s in result.sources]
@@ -297,7 +302,7 @@ def evaluate_one(question: EvalQuestion, spec: str, config: Config, ks: list[int
         row[f"recall@{k}"] = recall_at_k(row["retrieved"], question.gold, k, question.gold_kind)
     row["missed"] = explain_misses(result, question.gold, max(ks), question.gold_kind)
     if trace_dir is not None:
-        trace = trace_dir / f"{label.replace(':', '-').replace('/', '-')}__{question.id}.json"
+        trace = trace_path(trace_dir, label, question.id)
         try:
             trace_dir.mkdir(parents=True, exist_ok=True)
             result.save(trace)
