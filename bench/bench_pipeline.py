@@ -20,7 +20,8 @@ from common import BENCH_OUT, bench_config, table
 from helpers.demo import DEMO_QUESTION, SEED_RUN
 from helpers.knowledge.ingest import ingest_manifest
 from helpers.models.llm import get_backend
-from helpers.strategies.pipeline import run_naive, run_pipeline
+from helpers.strategies.naive import run_naive
+from helpers.strategies.pipeline import run_pipeline
 
 THEMES = {
     "humour/storytelling": r"humou?r|storytell|joke|satir|golden age|episode plots?|zombie simpsons|jerkass",

@@ -3,12 +3,13 @@
 Layers, lowest first; a module imports only from its own layer or lower ones
 (``tests/test_layers.py`` checks it):
 
-1. ``config``, ``errors``, ``files``, ``prompts``: settings, typed errors, atomic file writes, prompt files
+1. ``config``, ``errors``, ``files``, ``prompts``, ``answer_text``: settings, typed errors, atomic file writes,
+   prompt files, how short answers are normalised
 2. ``models/``: chat backends, structured output, model files, usage ledger
 3. ``results``: the records every strategy shares (``Hit``, ``Source``, ``TraceStep``, ``Result``)
 4. ``knowledge/``: loaders, chunking, embeddings, the vector store, ingest, retrieval
 5. ``strategies/``: naive RAG, the pipeline, chain search, the agent, reports
-6. ``evaluation/``: the harness, benchmarks, plots
+6. ``evaluation/``: the harness, answer scores (EM/F1), the oracle reader, plots
 7. ``lab/``: notebook tooling
 8. ``cli``, ``demo``, ``__main__``: entry points
 """

@@ -127,11 +127,11 @@ def _search(args: argparse.Namespace) -> None:
 def _query_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("question")
     p.add_argument("--strategy", default="deepsearcher",
-                   help="naive, deepsearcher (or pipeline), chain or deepsearch (or agent); default deepsearcher")
+                   help="naive, naive_titles, deepsearcher (or pipeline), chain or deepsearch (or agent); default deepsearcher")
     p.add_argument("--max-iter", type=int, help="DeepSearcher loop iterations, 1-20 (default from config)")
     p.add_argument("--token-budget", type=int, help="DeepSearch agent token budget, 500 or more (default from config)")
     p.add_argument("--fast", action="store_true", help="the small model and small budgets")
-    p.add_argument("--json", action="store_true", help='print {"answer", "sources", "usage"} as JSON')
+    p.add_argument("--json", action="store_true", help='print {"short_answer", "answer", "sources", "usage"} as JSON')
     p.add_argument("--trace", help="also save the full trace as JSON to this file")
     p.add_argument("--prompts", help="a JSON file of edited prompts ({name: text}, e.g. saved by a notebook)")
 
@@ -187,8 +187,9 @@ def _eval_args(p: argparse.ArgumentParser) -> None:
                    help="a collections manifest or a JSON corpus of {title, text} paragraphs")
     p.add_argument("--questions", default="data/qa/simpsons_qa.jsonl")
     p.add_argument("--strategies", default=None,
-                   help="comma-separated name[:parameter][/mode]: naive, deepsearcher[:max_iter], chain[:max_hops], "
-                        "deepsearch[:token_budget]; /dense or /hybrid sets the search mode "
+                   help="comma-separated name[:parameter][/mode]: naive, naive_titles, deepsearcher[:max_iter], "
+                        "chain[:max_hops], deepsearch[:token_budget], oracle (the answer step given the gold "
+                        "passages); /dense or /hybrid sets the search mode "
                         "(default: naive,deepsearcher:1,deepsearcher:2,deepsearcher:3; with --benchmark "
                         "naive,chain,deepsearcher:1)")
     p.add_argument("--k", type=positive_ints, default="2,5", help="recall cut-offs, e.g. 2,5")
@@ -201,10 +202,10 @@ def _eval_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=None, help="output folder (default outputs/eval, or outputs/eval-<benchmark>)")
 
 
-@command("eval", "evaluate strategies: recall@k, accuracy, calls, tokens, time (resumable)", _eval_args)
+@command("eval", "evaluate strategies: recall@k, EM and F1, calls, tokens, time (resumable)", _eval_args)
 def _eval(args: argparse.Namespace) -> None:
-    from helpers.evaluation.harness import (BENCHMARKS, check_corpus, load_questions, miss_table, parse_strategy,
-                                            prepare_corpus, read_rows, run_evaluation, sample_by_type)
+    from helpers.evaluation.harness import (BENCHMARKS, answer_table, check_corpus, load_questions, miss_table,
+                                            parse_strategy, prepare_corpus, read_rows, run_evaluation, sample_by_type)
     base = load_config()
     if args.benchmark:
         corpus, questions_file = BENCHMARKS[args.benchmark]
@@ -230,6 +231,9 @@ def _eval(args: argparse.Namespace) -> None:
               file=sys.stderr)
         raise SystemExit(130) from None
     print(json.dumps(summary, indent=2))
+    print("\nanswers, EM / F1 (standard normalisation), overall and per question type:")
+    for line in answer_table(summary):
+        print("  " + ", ".join(f"{key}: {value}" for key, value in line.items()))
     if args.why_missed:
         print("\nwhy gold titles were missed (at k = %d):" % max(args.k))
         ids = {q.id for q in questions}

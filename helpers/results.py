@@ -1,7 +1,8 @@
 """Run results and traces, shared by every strategy (naive RAG, the DeepSearcher
 pipeline, the DeepSearch agent).
 
-A ``Result`` holds the answer, the numbered sources it cites, the usage ledger
+A ``Result`` holds the answer (for a question that asks for a fact, also the short
+answer alone: a name, a date, yes or no), the numbered sources it cites, the usage ledger
 and a ``TraceStep`` for every step: its inputs, the exact messages sent, the raw
 reply, the parsed output, the chunks kept and dropped (with scores), notes about
 anything degraded or trimmed, and the tokens and seconds it used.  It saves to
@@ -77,7 +78,8 @@ class Source:
 class Result:
     question: str
     strategy: str
-    answer: str = ""
+    answer: str = ""        # what the reader sees: a report, or the facts behind a short answer, with [n] marks
+    short_answer: str = ""  # the answer alone (a name, a date, a place, a number, yes/no); "" for a report
     sources: list[Source] = field(default_factory=list)
     trace: list[TraceStep] = field(default_factory=list)
     usage: UsageLedger = field(default_factory=UsageLedger)
@@ -131,16 +133,19 @@ class Result:
 
     def summary_json(self) -> dict:
         """The CLI's ``--json`` shape: answer, what cut the run short, sources, usage."""
-        return {"answer": self.answer, "strategy": self.strategy, "error": self.error, "cut_short": self.cut_short,
+        return {"short_answer": self.short_answer, "answer": self.answer, "strategy": self.strategy, "error": self.error, "cut_short": self.cut_short,
                 "sources": [{"number": s.number, "title": s.title, "collection": s.collection,
                              "source": s.source, "score": round(s.score, 4), "cited": s.cited}
                             for s in self.sources],
                 "usage": {**self.usage.summary(), "wall_seconds": round(self.seconds, 2)}}
 
     def report_markdown(self, listed: int = 12) -> str:
-        """The answer, its sources (every cited one and the first ``listed``; the rest are counted)
+        """The short answer (when there is one), the answer, its sources (every cited one and the first ``listed``; the rest are counted)
         and a line on how it was made (model, strategy, calls, tokens, time), after what cut it short, if anything."""
-        lines = [f"# {self.question}", "", self.answer.strip(), "", "## Sources", ""]
+        lines = [f"# {self.question}", ""]
+        if self.short_answer:
+            lines += [f"**Answer: {self.short_answer}**", ""]
+        lines += [self.answer.strip(), "", "## Sources", ""]
         shown = [s for s in self.sources if s.cited or s.number <= listed]
         pages = Counter((s.source, s.section) for s in shown)
         seen: Counter = Counter()

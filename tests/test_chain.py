@@ -12,7 +12,7 @@ from helpers.models.llm import LLM, Budget
 from helpers.results import Hit
 from helpers.strategies.chain import Hop, chosen_option, fill_references, is_bridge, mirror_steps, run_chain
 from helpers.strategies.evidence import EvidenceLog
-from helpers.strategies.pipeline import run_naive
+from helpers.strategies.naive import run_naive
 
 QUESTION = "Who voices the character whose catchphrase is D'oh?"
 TWO_HOPS = {
@@ -68,7 +68,8 @@ def test_each_step_searches_with_the_answers_found_before(simpsons_kb):
     assert "Who voices Homer Simpson?" in backend.calls_for("read")[1]["messages"][0]["content"]
     facts = backend.calls_for("answer")[0]["messages"][0]["content"]
     assert "Which character says D'oh? -> Homer Simpson" in facts and "-> Dan Castellaneta" in facts
-    assert result.answer == "Dan Castellaneta" and not result.failed
+    assert result.short_answer == "Dan Castellaneta" and not result.failed
+    assert result.answer.startswith("Dan Castellaneta\n\nWhat the steps found:")
 
 
 def test_a_step_not_found_is_searched_with_its_own_words(simpsons_kb):
@@ -178,12 +179,14 @@ def test_garbage_replies_degrade_to_the_evidence(simpsons_kb):
     assert backend.steps() == ["plan"] * 3 + ["read"] * 3        # each: the first try and two retries
     assert result.steps("plan")[0].parsed["steps"] == [QUESTION]  # no plan: the question is the only step
     assert result.answer.startswith("The search found no fact") and not result.error
+    assert result.short_answer == "not found"
     assert result.sources                                         # the question's own search is still there
 
 
 def test_evidence_is_never_less_than_naive(simpsons_kb):
     config, store, _ = simpsons_kb
-    naive_llm = LLM(StepScriptedBackend({"answer": {"answer": "Dan Castellaneta", "sources": [1]}}))
+    naive_llm = LLM(StepScriptedBackend({"answer": {"facts": "Homer is voiced by Dan Castellaneta [1]",
+                                                    "answer": "Dan Castellaneta", "sources": [1]}}))
     naive = run_naive(QUESTION, config, llm=naive_llm, store=store, embedder=get_embedder(config.embedding))
     chained, _ = chain_run(simpsons_kb, TWO_HOPS)
     top = config.search.top_k

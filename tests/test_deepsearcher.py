@@ -11,7 +11,8 @@ from helpers.knowledge.embeddings import get_embedder
 from helpers.knowledge.ingest import ingest
 from helpers.models.llm import LLM, Budget
 from helpers.results import Result
-from helpers.strategies.pipeline import NOTHING_FOUND, retrieve, run_naive, run_pipeline
+from helpers.strategies.naive import run_naive
+from helpers.strategies.pipeline import NOTHING_FOUND, retrieve, run_pipeline
 
 QUESTION = "How have The Simpsons changed over time?"
 GOOD = {
@@ -238,6 +239,9 @@ def test_real_small_model_naive_baseline(simpsons_kb):
     result = run_naive("Which studio animated the first three seasons of The Simpsons?", config, store=store)
     assert not result.failed and result.usage.calls == 1
     assert any("production" in s.source for s in result.sources)
+    # the answer alone, apart from the facts it was read from (which cite the passages)
+    assert result.short_answer and len(result.short_answer.split()) <= 8, result.short_answer
+    assert result.short_answer != result.answer and result.cited_sources
 
 
 def test_the_report_hears_from_every_collection_in_turn():

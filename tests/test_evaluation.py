@@ -9,7 +9,7 @@ import helpers.evaluation.harness as evaluation
 from helpers.config import PROJECT_ROOT, with_overrides
 from helpers.errors import InputError
 from helpers.evaluation.harness import (EvalQuestion, answer_matches, load_questions, parse_strategy, recall_at_k,
-                                        run_evaluation, sample_by_type, summarise)
+                                        run_evaluation, sample_by_type, score, summarise)
 from helpers.results import Result
 
 SAMPLE = PROJECT_ROOT / "data" / "multihop_sample"
@@ -29,6 +29,7 @@ def test_recall_counts_distinct_titles_in_order():
 def test_answer_matching_normalises_and_uses_aliases():
     q = EvalQuestion("1", "Who?", "Film Roman", aliases=["Film Roman Inc."])
     assert answer_matches("It was **film roman**, from season 4.", q)
+    assert answer_matches("film roman inc", q) and score("Film Roman Inc.", q).em == 1.0
     assert not answer_matches("Klasky Csupo", q)
     unanswerable = EvalQuestion("2", "Budget?", "not in the corpus", type="unanswerable")
     assert answer_matches("The knowledge base does not contain the budget.", unanswerable)
@@ -67,12 +68,14 @@ def test_sampling_takes_one_question_of_each_type_in_turn():
 
 
 def test_summary_means_and_failures():
-    rows = [{"strategy": "naive", "id": "1", "type": "compositional", "failed": False, "correct": True, "calls": 1,
-             "prompt_tokens": 100, "completion_tokens": 10, "seconds": 1.0, "recall@2": 0.5},
-            {"strategy": "naive", "id": "2", "type": "single", "failed": True, "correct": False, "calls": 0,
-             "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0, "recall@2": None}]
+    rows = [{"strategy": "naive", "id": "1", "type": "compositional", "failed": False, "em": 1.0, "f1": 1.0,
+             "contains": True, "calls": 1, "prompt_tokens": 100, "completion_tokens": 10, "seconds": 1.0,
+             "recall@2": 0.5},
+            {"strategy": "naive", "id": "2", "type": "single", "failed": True, "em": 0.0, "f1": 0.0,
+             "contains": False, "calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0,
+             "recall@2": None}]
     entry = summarise(rows, ["naive"], [2])["naive"]
-    assert entry["failures"] == 1 and entry["accuracy"] == 0.5 and entry["recall@2"] == 0.5
+    assert entry["failures"] == 1 and entry["em"] == entry["contains"] == 0.5 and entry["recall@2"] == 0.5
     assert entry["recall@2 multi_hop"] == 0.5
 
 

@@ -189,7 +189,7 @@ def test_a_crashing_row_is_recorded_and_the_evaluation_goes_on(monkeypatch, tmp_
     monkeypatch.setattr(harness, "run_strategy", crash)
     question = EvalQuestion("q1", "Who voices Homer?", "Dan Castellaneta", gold=["voice_cast.md"], gold_kind="source")
     row = evaluate_one(question, "naive", small_config, [2, 5], judge=False, trace_dir=tmp_path)
-    assert row["failed"] and row["error"] == "RuntimeError: a library failed" and not row["correct"]
+    assert row["failed"] and row["error"] == "RuntimeError: a library failed" and row["em"] == 0.0
     saved = Result.load(tmp_path / "naive__q1.json")
     assert "RuntimeError: a library failed" in saved.settings["traceback"]
 
@@ -205,7 +205,7 @@ def test_a_failed_verdict_or_trace_write_keeps_the_row(monkeypatch, tmp_path, sm
     blocked.write_text("not a folder")
     with pytest.warns(UserWarning, match="was not saved"):
         row = evaluate_one(question, "naive", small_config, [2, 5], judge=True, trace_dir=blocked / "traces")
-    assert row["correct"] and not row["failed"]
+    assert row["em"] == 1.0 and row["contains"] and not row["failed"]
     assert row["judge"] == "no verdict" and row["judge_reason"] == "ConnectionError: the judge's server went away"
 
 

@@ -17,7 +17,7 @@ from helpers.knowledge.langchain_retriever import LabRetriever, document_to_hit,
 from helpers.knowledge.retrieval import search_collections
 from helpers.models.langchain_chat import LabChatModel
 from helpers.models.llm import LLM
-from helpers.strategies.pipeline import run_naive
+from helpers.strategies.naive import run_naive
 
 QUESTION = "When did the show switch to digital ink and paint?"
 
@@ -80,7 +80,8 @@ def test_an_lcel_chain_over_our_store_finds_the_same_sources_as_naive_rag(simpso
     config, store, _ = simpsons_kb
     embedder = get_embedder(config.embedding)
     retriever = LabRetriever(store=store, embedder=embedder, k=config.search.top_k)
-    backend = StepScriptedBackend({"langchain": "In 2002 [1].", "answer": {"answer": "In 2002", "sources": [1]}})
+    backend = StepScriptedBackend({"langchain": "In 2002 [1].", "answer": {"facts": "In 2002 [1]", "answer": "2002",
+                                                                         "sources": [1]}})
     prompt = ChatPromptTemplate.from_messages([("user", "Sources:\n{context}\n\nQuestion: {question}")])
     chain = ({"context": retriever | RunnableLambda(lambda docs: "\n".join(d.page_content for d in docs)),
               "question": RunnablePassthrough()} | prompt | LabChatModel(llm=LLM(backend)) | StrOutputParser())

@@ -18,9 +18,10 @@ from helpers.knowledge.embeddings import get_embedder
 from helpers.models.llm import LLM, Budget
 from helpers.prompts import PromptSet, get_prompt, prompt_names, prompt_version
 from helpers.results import Hit, Result
+from helpers.strategies.answer import read_short_answer
 from helpers.strategies.answer_checks import OPTIONAL_CHECKS, STRICT_CHECK
 from helpers.strategies.chain import run_chain
-from helpers.strategies.pipeline import run_pipeline, synthesize
+from helpers.strategies.pipeline import run_pipeline
 
 PACKAGE = Path(__file__).resolve().parents[1] / "helpers"
 QUESTION = "How did the animation of The Simpsons change?"
@@ -60,7 +61,8 @@ def test_an_edited_prompt_reaches_the_pipeline_and_its_trace(simpsons_kb):
         "decompose": {"queries": ["animation changes"]},
         "route": {"routes": [{"collection": "simpsons_production", "query": "digital colouring"}]},
         "relevance": {"relevant": [1]}, "reflect": {"gaps": []},
-        "synthesize": {"answer": "Digital ink and paint [1]", "sources": [1]}})
+        "answer": {"facts": "Digital ink and paint came in 1991 [1]", "answer": "Digital ink and paint",
+                   "sources": [1]}})
     result = run_pipeline(QUESTION, with_overrides(config, {"pipeline.answer": "short", "pipeline.max_iter": 2}),
                           llm=LLM(backend, budget=Budget(max_calls=20)), store=store,
                           embedder=get_embedder(config.embedding), prompts=edited)
@@ -71,10 +73,11 @@ def test_an_edited_prompt_reaches_the_pipeline_and_its_trace(simpsons_kb):
 
 def test_an_edited_free_text_prompt_reaches_the_fallback_after_a_failed_structured_reply():
     fallback = "Write freely about $question from these: $sources"
-    backend = StepScriptedBackend({"answer": Seq("no json here", "It was animated by Film Roman [1].")})
-    answer, _, step = synthesize(LLM(backend, retries=0), "Who animated it?", [HIT], kind="answer", step="answer",
-                                 prompts={"answer_naive": fallback})
-    assert answer == "It was animated by Film Roman [1]."
+    backend = StepScriptedBackend({"answer": Seq("no json here", "Film Roman animated it [1]. Later seasons too.")})
+    reply, _, step = read_short_answer(LLM(backend, retries=0), "Who animated it?", [HIT],
+                                       prompts={"answer_naive": fallback})
+    assert reply.explanation == "Film Roman animated it [1]. Later seasons too."
+    assert reply.answer == "Film Roman animated it"  # the first sentence, tidied
     assert backend.calls[-1]["messages"][0]["content"].startswith("Write freely about Who animated it?")
     assert step.prompts[-1] == prompt_version("answer_naive", fallback) != prompt_version("answer_naive")
 

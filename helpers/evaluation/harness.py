@@ -1,4 +1,6 @@
-"""Evaluation harness: recall@k, answer correctness and cost for every strategy.
+"""Evaluation harness: recall@k, answer scores (EM and F1, as the field reports them, and
+containment) and cost for every strategy, beside the oracle reader (``oracle``: the
+answer step given the gold passages).
 
 Datasets
 * the Simpsons QA set (``data/qa/simpsons_qa.jsonl``): gold answers, aliases and gold source files;
@@ -22,7 +24,7 @@ from __future__ import annotations
 import csv
 import json
 import re
-import string
+import subprocess
 import time
 import traceback
 import warnings
@@ -34,16 +36,15 @@ from tqdm.auto import tqdm
 
 from helpers.config import PROJECT_ROOT, Config, with_overrides
 from helpers.errors import DeepSearchLabError, InputError, StructuredOutputError
+from helpers.evaluation.oracle import ORACLE, run_oracle
+from helpers.evaluation.plots import plot_evaluation
+from helpers.evaluation.scoring import AnswerScore, score_answer
+from helpers.evaluation.specs import parse_strategy
 from helpers.knowledge.ingest import ingest, ingest_manifest
-from helpers.models.llm import make_llm
+from helpers.models.llm import cpu_name, make_llm
 from helpers.prompts import PromptSet, as_prompt_set, fence, render
 from helpers.results import Result
-from helpers.strategies.registry import run_strategy, strategy_name
-
-NOT_FOUND_PATTERNS = re.compile(
-    r"not (?:in|contain|mention|cover|found|available|include)|no (?:information|mention|relevant)|"
-    r"nothing relevant|does not (?:say|state|contain|mention|include)|doesn't (?:say|contain|mention)|"
-    r"cannot (?:find|answer|be found)|can't find|unknown|not (?:stated|specified|provided)")
+from helpers.strategies.registry import run_strategy
 
 
 @dataclass
@@ -158,23 +159,14 @@ def prepare_corpus(corpus: str | Path, config: Config) -> list[str]:
 
 
 # -- metrics ------------------------------------------------------------------------
-def normalise(text: str) -> str:
-    text = text.lower().translate(str.maketrans("", "", string.punctuation))
-    text = re.sub(r"\b(a|an|the)\b", " ", text)
-    return " ".join(text.split())
+def score(answer: str, question: EvalQuestion) -> AnswerScore:
+    """EM, F1 and containment of ``answer`` against the gold answer and its aliases (``scoring``)."""
+    return score_answer(answer, [question.answer, *question.aliases], question.question, question.answerable)
 
 
 def answer_matches(answer: str, question: EvalQuestion) -> bool:
-    """Normalised exact or containment match against the gold answer and its aliases.
-
-    For a question the corpus cannot answer, the right output says so."""
-    if not question.answerable:
-        return bool(NOT_FOUND_PATTERNS.search(answer.lower()))
-    produced = normalise(answer)
-    golds = [normalise(gold) for gold in [question.answer, *question.aliases] if normalise(gold)]
-    if any(gold in ("yes", "no") for gold in golds):  # "no" is inside "not found": compare the first word
-        return produced.split()[:1] in ([gold] for gold in golds)
-    return any(gold in produced for gold in golds)
+    """Lenient containment: the gold (or an alias) appears in the answer, which names no second option."""
+    return score(answer, question).contains
 
 
 def trace_path(trace_dir: Path, label: str, question_id: str) -> Path:
@@ -222,33 +214,6 @@ def judge_answer(question: EvalQuestion, answer: str, config: Config,
 
 
 # -- runs ---------------------------------------------------------------------------
-STRATEGY_PARAMETER = {"deepsearcher": "pipeline.max_iter", "chain": "chain.max_hops",
-                      "deepsearch": "agent.token_budget"}
-
-
-def parse_strategy(spec: str) -> tuple[str, str, dict]:
-    """A strategy spec -> (label, name, config overrides).
-
-    ``name[:parameter][/mode]``: 'naive', 'deepsearcher:2' (max_iter), 'chain:3' (max_hops),
-    'deepsearch:8000' (token budget), and '/dense' or '/hybrid' for the search mode, e.g. 'naive/hybrid'."""
-    head, _, mode = spec.partition("/")
-    name, _, parameter = head.partition(":")
-    name = strategy_name(name)
-    overrides: dict = {}
-    if parameter:
-        key = STRATEGY_PARAMETER.get(name)
-        if key is None:
-            raise InputError(f"strategy '{name}' takes no parameter (got '{spec}')")
-        if not parameter.isdigit() or int(parameter) < 1:
-            raise InputError(f"'{spec}': the parameter of '{name}' ({key}) must be a whole number of at least 1")
-        overrides[key] = int(parameter)
-    if mode:
-        if mode not in ("dense", "hybrid"):
-            raise InputError(f"'{spec}': the search mode after '/' must be 'dense' or 'hybrid'")
-        overrides["search.mode"] = mode
-    return spec, name, overrides
-
-
 def explain_misses(result: Result, gold: list[str], k: int, kind: str = "title") -> dict[str, str]:
     """For each gold key missing from the first k sources, why: 'never retrieved',
     'dropped by <step>' (retrieved, then left out by that step) or 'ranked N' (found, below k)."""
@@ -274,6 +239,18 @@ def explain_misses(result: Result, gold: list[str], k: int, kind: str = "title")
     return reasons
 
 
+def run_stamp(config: Config) -> dict:
+    """What a result row needs to be compared later: the model, its provider and seed, the commit,
+    the CPU and the date."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=PROJECT_ROOT, capture_output=True,
+                                text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
+    return {"model": config.llm.model, "provider": config.llm.provider, "seed": config.llm.seed,
+            "commit": commit or "unknown", "cpu": cpu_name(), "date": time.strftime("%Y-%m-%d")}
+
+
 def evaluate_one(question: EvalQuestion, spec: str, config: Config, ks: list[int], judge: bool,
                  trace_dir: Path | None = None, prompts: PromptSet | None = None) -> dict:
     """Run one strategy on one question and score it; with ``trace_dir`` the run's full trace is saved
@@ -285,18 +262,21 @@ def evaluate_one(question: EvalQuestion, spec: str, config: Config, ks: list[int
     run_config = with_overrides(config, {"pipeline.answer": "short", **overrides})
     started = time.perf_counter()
     try:
-        result = run_strategy(name, question.question, run_config, prompts=prompts)
+        result = run_oracle(question.question, question.gold, run_config, prompts=prompts) if name == ORACLE else \
+            run_strategy(name, question.question, run_config, prompts=prompts)
         error = result.error or ("" if result.answer.strip() else "empty answer")
     except Exception as exc:  # noqa: BLE001 - one crashing row must not end the evaluation
         result, error = Result(question.question, name), f"{type(exc).__name__}: {exc}"
         result.error = error
         result.settings["traceback"] = traceback.format_exc()
+    answer = result.short_answer or result.answer
+    scores = score(answer, question) if not error else AnswerScore(0.0, 0.0, False)
     row = {"strategy": label, "id": question.id, "type": question.type, "question": question.question,
-           "answer": result.answer, "gold_answer": question.answer, "failed": bool(error), "error": error,
-           "correct": answer_matches(result.answer, question) if not error else False,
+           "answer": answer, "explanation": result.answer if result.short_answer else "",
+           "gold_answer": question.answer, "failed": bool(error), "error": error, **scores.as_row(),
            "calls": result.usage.calls, "prompt_tokens": result.usage.prompt_tokens,
            "completion_tokens": result.usage.completion_tokens,
-           "seconds": round(time.perf_counter() - started, 2),
+           "seconds": round(time.perf_counter() - started, 2), **run_stamp(run_config),
            "retrieved": retrieved_keys(result, question.gold_kind)}
     for k in ks:
         row[f"recall@{k}"] = recall_at_k(row["retrieved"], question.gold, k, question.gold_kind)
@@ -311,7 +291,7 @@ def evaluate_one(question: EvalQuestion, spec: str, config: Config, ks: list[int
     if judge and not error:
         try:
             row["judge"], row["judge_reason"], row["judge_tokens"] = judge_answer(
-                question, result.answer, config, as_prompt_set(prompts).template("judge"))
+                question, answer, config, as_prompt_set(prompts).template("judge"))
         except Exception as exc:  # noqa: BLE001 - a failed verdict must not end the evaluation
             row["judge"], row["judge_reason"], row["judge_tokens"] = "no verdict", f"{type(exc).__name__}: {exc}", 0
     return row
@@ -373,20 +353,33 @@ def run_evaluation(questions: list[EvalQuestion], strategies: list[str], config:
     summary = summarise(rows, strategies, ks)
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     write_csv(rows, out / "results.csv")
-    from helpers.evaluation.plots import plot_evaluation
     plot_evaluation(summary, out / "evaluation.png")
     return summary
 
 
+def row_scores(row: dict) -> dict:
+    """A row's EM, F1 and containment; rows saved before EM/F1 were recorded are scored from their
+    answer and gold answer (no aliases were kept with them)."""
+    if "em" in row:
+        return {key: row[key] for key in ("em", "f1", "contains")}
+    if row.get("failed"):
+        return {"em": 0.0, "f1": 0.0, "contains": False}
+    return score_answer(row["answer"], [row["gold_answer"]], row.get("question", "")).as_row()
+
+
+ANSWER_MEASURES = ("em", "f1", "contains")
+
+
 def summarise(rows: list[dict], strategies: list[str], ks: tuple[int, ...] | list[int]) -> dict:
-    """Per strategy: mean recall@k (overall and multi-hop), accuracy, judge accuracy, cost, failures."""
+    """Per strategy: mean recall@k (overall and multi-hop), EM, F1, containment, judge accuracy, cost,
+    failures; and the same answer and recall figures per question type (``by_type``)."""
     summary = {}
     for spec in strategies:
-        mine = [r for r in rows if r["strategy"] == spec]
+        mine = [{**r, **row_scores(r)} for r in rows if r["strategy"] == spec]
         if not mine:
             continue
         entry = {"questions": len(mine), "failures": sum(r["failed"] for r in mine),
-                 "accuracy": _mean([float(r["correct"]) for r in mine]),
+                 **{m: _mean([float(r[m]) for r in mine]) for m in ANSWER_MEASURES},
                  "calls": _mean([r["calls"] for r in mine]),
                  "prompt_tokens": _mean([r["prompt_tokens"] for r in mine]),
                  "completion_tokens": _mean([r["completion_tokens"] for r in mine]),
@@ -405,10 +398,20 @@ def summarise(rows: list[dict], strategies: list[str], ks: tuple[int, ...] | lis
 
 
 def _type_summary(rows: list[dict], ks) -> dict:
-    entry = {"questions": len(rows), "accuracy": _mean([float(r["correct"]) for r in rows])}
+    entry = {"questions": len(rows), **{m: _mean([float(r[m]) for r in rows]) for m in ANSWER_MEASURES}}
     for k in ks:
         entry[f"recall@{k}"] = _mean([r[f"recall@{k}"] for r in rows if r.get(f"recall@{k}") is not None])
     return entry
+
+
+def answer_table(summary: dict) -> list[dict]:
+    """One row per strategy: EM / F1 overall and per question type (as text), for printing."""
+    kinds = list(dict.fromkeys(kind for entry in summary.values() for kind in entry["by_type"]))
+
+    def cell(entry: dict) -> str:
+        return f"{entry['em']:.2f} / {entry['f1']:.2f}" if entry.get("em") is not None else "-"
+    return [{"strategy": spec, "all": cell(entry), **{kind: cell(entry["by_type"].get(kind, {})) for kind in kinds}}
+            for spec, entry in summary.items()]
 
 
 def miss_table(rows: list[dict]) -> list[dict]:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-from helpers.evaluation.harness import STRATEGY_PARAMETER, parse_strategy
+from helpers.evaluation.specs import STRATEGY_PARAMETER, parse_strategy
 from helpers.results import Result
 
 
@@ -41,11 +41,12 @@ def _family(spec: str) -> tuple[str, int | None]:
 
 
 def plot_evaluation(summary: dict, path: str | Path | None = None):
-    """Three panels: recall@k against the pipeline's rounds (naive RAG as dashed lines), recall@k against
-    mean tokens per question (one line per strategy family), and seconds and calls per strategy."""
+    """Four panels: recall@k against the pipeline's rounds (naive RAG as dashed lines), recall@k against
+    mean tokens per question (one line per strategy family), EM and F1 per strategy, and seconds and
+    calls per strategy."""
     specs = list(summary)
     recall_keys = sorted({k for s in summary.values() for k in s if k.startswith("recall@") and " " not in k})
-    fig, (ax_rounds, ax_tokens, ax_cost) = plt.subplots(1, 3, figsize=(16, 4.5))
+    fig, (ax_rounds, ax_tokens, ax_answers, ax_cost) = plt.subplots(1, 4, figsize=(21, 4.5))
     colours = dict(zip(recall_keys, ["tab:blue", "tab:orange", "tab:green", "tab:red"]))
     rounds = sorted((_family(s)[1], s) for s in specs if _family(s)[0] == "deepsearcher" and _family(s)[1])
     for key in recall_keys:
@@ -78,6 +79,13 @@ def plot_evaluation(summary: dict, path: str | Path | None = None):
     if ax_tokens.get_legend_handles_labels()[0]:
         ax_tokens.legend(fontsize=8)
     positions = range(len(specs))
+    for offset, measure, colour in ((-0.2, "em", "tab:purple"), (0.2, "f1", "tab:olive")):
+        ax_answers.bar([x + offset for x in positions], [summary[s].get(measure) or 0 for s in specs], width=0.4,
+                       color=colour, label=measure.upper())
+    ax_answers.set_xticks(list(positions), specs, rotation=30, ha="right")
+    ax_answers.set_ylim(0, 1.05)
+    ax_answers.set_title("answers: exact match and token F1")
+    ax_answers.legend(fontsize=8)
     ax_cost.bar(positions, [summary[s]["seconds"] for s in specs], color="tab:blue")
     ax_cost.set_xticks(list(positions), specs, rotation=30, ha="right")
     ax_cost.set_ylabel("mean seconds per question")

@@ -43,6 +43,7 @@ ends with an answer and numbered sources.
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from typing import Any
 
@@ -67,6 +68,7 @@ from helpers.strategies.agent_budget import AgentBudget
 from helpers.strategies.agent_memory import (AgentMemory, BadAttempt, KnowledgeItem, QuestionQueue, numbered, one_line,
                                              quoted)
 from helpers.strategies.agent_prompts import AgentPrompter, describe_collections
+from helpers.strategies.answer import read_short_answer, tidy_answer
 from helpers.strategies.answer_checks import CheckResult, analyze_failure, evaluate_answer, plan_checks
 from helpers.strategies.evidence import EvidenceLog
 from helpers.strategies.reports import content_words
@@ -502,9 +504,26 @@ class DeepSearchAgent:
                     "document_chars": self.document_chars, "collections": self.collections,
                     "finish": self.finish, "beast_mode": self.beast_reason, "steps": self.step,
                     "bad_attempts": len(self.memory.bad_attempts)}
+        short = self._short_answer(hits) if self.final_answer and self.error is None else ""
         answer, sources = self.evidence.answer_sources(answer, hits)
-        return Result(self.question, "deepsearch", answer, sources, self.trace, self.llm.ledger, seconds, self.error,
-                      settings)
+        return Result(self.question, "deepsearch", answer, short, sources, self.trace, self.llm.ledger, seconds,
+                      self.error, settings)
+
+    def _short_answer(self, cited: list[Hit]) -> str:
+        """The answer alone, read off the passages the final answer cites (else the best found) by the
+        answer step every strategy shares (``read_short_answer``); on a spent budget, the answer's own
+        first sentence, tidied."""
+        passages = list({h.id: h for h in [*cited, *self.evidence.ranked()]}.values())[: self.config.search.top_k]
+        try:
+            reply, _, entry = read_short_answer(self.llm, self.question, passages, step="short answer",
+                                                prompts=self.prompts)
+        except BudgetExceededError as exc:
+            self.trace.append(TraceStep("short answer", self.step, notes=[f"{exc}; the short answer is the "
+                                                                          "answer's first sentence"]))
+            return tidy_answer(re.split(r"(?<=[.!?])\s", self.final_answer or "", maxsplit=1)[0], self.question)
+        entry.iteration = self.step
+        self.trace.append(entry)
+        return reply.answer
 
     # small helpers ------------------------------------------------------------------------------
     def _diary(self, text: str) -> None:

@@ -44,6 +44,7 @@ from helpers.knowledge.vectorstore import open_store
 from helpers.models.llm import LLM, Budget, make_llm
 from helpers.prompts import PromptSet, as_prompt_set, fence, prompt_version, render
 from helpers.results import Hit, Result, TraceStep, hit_summary, traced
+from helpers.strategies.answer import tidy_answer
 from helpers.strategies.evidence import EvidenceLog
 
 NOT_FOUND = "not found"
@@ -302,8 +303,11 @@ def run_chain(question: str, config: Config, *, llm: LLM | None = None, store: V
     except DeepSearchLabError as exc:  # a backend or database failure: report it in the result
         result.error = f"{type(exc).__name__}: {exc}"
     if not answer and result.error is None:
-        answer = found_answers(hops) or "The search found no fact that answers this question."
-    result.answer = answer
+        answer = found_answers(hops) or NOT_FOUND
+    if answer:
+        result.short_answer = tidy_answer(answer, question)
+        said = result.short_answer if answer != NOT_FOUND else "The search found no fact that answers this question."
+        result.answer = f"{said}\n\nWhat the steps found:\n{facts_text(hops)}"
     result.sources = evidence.sources(answer)
     result.seconds = time.perf_counter() - started
     return result

@@ -25,10 +25,11 @@ from helpers.knowledge.store import VectorStore
 from helpers.knowledge.vectorstore import open_store
 from helpers.models.llm import LLM, Budget, make_llm
 from helpers.prompts import PromptSet, as_prompt_set, fence, prompt_version, render
-from helpers.results import Hit, Result, TraceStep, hit_summary, number_sources, traced
+from helpers.results import Hit, Result, TraceStep, hit_summary, traced
+from helpers.strategies.answer import read_short_answer
 from helpers.strategies.evidence import EvidenceLog
 from helpers.strategies.report_writer import outline, write_report
-from helpers.strategies.reports import answer_schema, check_point_sources, render_answer, render_report, report_schema
+from helpers.strategies.reports import check_point_sources, render_report, report_schema
 
 NOTHING_FOUND = ("The knowledge base holds nothing relevant to this question, so no report was written "
                  "(nothing was invented).")
@@ -308,18 +309,15 @@ def passage_listing(hits: list[Hit], why: str) -> str:
     return "\n".join(lines)
 
 
-SYNTHESIS_PROMPTS = {  # (style, kind) -> prompt name
-    ("structured", "report"): "synthesize_structured", ("prose", "report"): "synthesize",
-    ("structured", "answer"): "answer_structured", ("prose", "answer"): "answer_naive",
-}
+SYNTHESIS_PROMPTS = {"structured": "synthesize_structured", "prose": "synthesize"}  # style -> prompt name
 
 
 def synthesize(llm: LLM, question: str, hits: list[Hit], max_chunks: int = 12, template: str | None = None,
-               style: str = "structured", kind: str = "report", step: str = "synthesize",
+               style: str = "structured", step: str = "synthesize",
                reply_tokens: int | None = None,
                prompts: PromptSet | Mapping[str, str] | None = None) -> tuple[str, list[Hit], TraceStep]:
-    """One call writes the report (``kind="report"``) or a short answer (``"answer"``)
-    from the kept chunks, citing them as [n].
+    """One call writes the report from the kept chunks, citing them as [n] (a short answer to a
+    question of fact is ``helpers.strategies.answer.read_short_answer``).
 
     ``style="structured"`` fills a schema where every point must cite a shown source
     (see ``helpers.strategies.reports``); a point whose cited passages do not hold its words and
@@ -332,7 +330,7 @@ def synthesize(llm: LLM, question: str, hits: list[Hit], max_chunks: int = 12, t
     """
     trace: list[TraceStep] = []
     reply_tokens = reply_tokens or llm.max_tokens
-    prompt_name = SYNTHESIS_PROMPTS[(style, kind)]
+    prompt_name = SYNTHESIS_PROMPTS[style]
     prompts = as_prompt_set(prompts)
     template = template if template is not None else prompts.template(prompt_name)
     with traced(trace, llm.ledger, step, question=question, candidates=len(hits), style=style) as entry:
@@ -350,19 +348,16 @@ def synthesize(llm: LLM, question: str, hits: list[Hit], max_chunks: int = 12, t
                                                                  sources=numbered_chunks(used))}]
             answer = ""
             if style == "structured":
-                schema = report_schema(len(used)) if kind == "report" else answer_schema(len(used))
                 try:
-                    reply = llm.structured(entry.messages, schema, step=step, max_tokens=reply_tokens)
+                    reply = llm.structured(entry.messages, report_schema(len(used)), step=step,
+                                           max_tokens=reply_tokens)
                     entry.raw = reply.raw
-                    if kind == "answer":
-                        answer = render_answer(reply.value)
-                    else:
-                        entry.notes.extend(check_point_sources(reply.value, [h.text for h in used]))
-                        answer = render_report(reply.value) if any(s.points for s in reply.value.sections) else \
-                            passage_listing(used, "No point the model wrote is held by the passages it was shown.")
+                    entry.notes.extend(check_point_sources(reply.value, [h.text for h in used]))
+                    answer = render_report(reply.value) if any(s.points for s in reply.value.sections) else \
+                        passage_listing(used, "No point the model wrote is held by the passages it was shown.")
                 except StructuredOutputError as exc:
                     entry.notes.append(f"structured report failed ({exc.last_error}); writing free text")
-                    prose = SYNTHESIS_PROMPTS[("prose", kind)]
+                    prose = SYNTHESIS_PROMPTS["prose"]
                     entry.prompts.append(prompts.version(prose))
                     entry.messages = [{"role": "user", "content": render(prose, prompts.template(prose),
                                                                          question=question,
@@ -408,25 +403,27 @@ def run_pipeline(question: str, config: Config, *, llm: LLM | None = None, store
     answer = ""
     if result.error is None:
         short = p.answer == "short"
-        kind = "answer" if short else "report"
         sections = [] if short or p.report_style == "single" else \
             outline(evidence.searches, evidence.demoted, p.report_sections, p.section_passages)
         try:
-            if len(sections) >= 2:
+            if short:
+                reply, used, step = read_short_answer(llm, question, kept, p.synthesis_chunks, prompts=prompts)
+                result.trace.append(step)
+                result.short_answer, answer = reply.answer, reply.explanation or reply.answer
+            elif len(sections) >= 2:
                 answer, used, steps = write_report(llm, question, sections, {
                     name: prompts.template(name) for name in (
                         "report_section", "report_section_per_passage", "report_overview")},
                     per_passage=p.section_points == "per_passage", point_chars=p.section_point_chars)
                 result.trace.extend(steps)
             if not answer:
-                if p.report_style == "sections" and not short:
+                if p.report_style == "sections":
                     why = "none was written" if len(sections) >= 2 else "a report needs two"
                     result.trace.append(TraceStep("outline", notes=[
                         f"{len(sections)} section(s) with passages of their own ({why}): one call writes the report"]))
-                answer, used, step = synthesize(llm, question, kept if short else by_collection_in_turn(kept),
-                                                p.synthesis_chunks, style=p.synthesis_style, kind=kind,
-                                                step="synthesize", prompts=prompts,
-                                                reply_tokens=None if short else p.report_max_tokens)
+                answer, used, step = synthesize(llm, question, by_collection_in_turn(kept), p.synthesis_chunks,
+                                                style=p.synthesis_style, step="synthesize", prompts=prompts,
+                                                reply_tokens=p.report_max_tokens)
                 result.trace.append(step)
         except BudgetExceededError as exc:
             result.trace.append(TraceStep("budget", notes=[f"{exc}; listing the passages instead"]))
@@ -551,33 +548,3 @@ def run_log(trace: list[TraceStep]) -> list[str]:
         elif t.step in ("budget", "outline"):
             lines.append(f"{where}{t.step}: {'; '.join(t.notes)}")
     return lines
-
-
-# -- naive RAG baseline ------------------------------------------------------------
-def run_naive(question: str, config: Config, *, llm: LLM | None = None, store: VectorStore | None = None,
-              embedder: Embedder | None = None, collections: list[str] | None = None,
-              prompts: PromptSet | dict | None = None) -> Result:
-    """One retrieval over every collection, one answer: the baseline to beat."""
-    started = time.perf_counter()
-    llm = llm or make_llm(config)
-    store = store or open_store(config)
-    embedder = embedder or get_embedder(config.embedding)
-    result = Result(question, "naive", usage=llm.ledger,
-                    settings={"top_k": config.search.top_k, "model": config.llm.model, "mode": config.search.mode})
-    try:
-        names = [n for n in (collections or store.list_collections()) if store.info(n).count > 0]
-        with traced(result.trace, llm.ledger, "retrieve", question=question, collections=names) as entry:
-            hits = search_collections(store, embedder, question, names, k=config.search.top_k,
-                                      mode=config.search.mode)[: config.search.top_k]
-            entry.kept = [hit_summary(h) for h in hits]
-        style = config.pipeline.synthesis_style
-        answer, used, step = synthesize(llm, question, hits, config.search.top_k, style=style, kind="answer",
-                                        step="answer", prompts=prompts)
-        result.trace.append(step)
-    except DeepSearchLabError as exc:  # a backend or database failure: report it in the result
-        result.error = f"{type(exc).__name__}: {exc}"
-        used, answer = [], ""
-    result.answer = answer
-    result.sources = number_sources(used, answer)
-    result.seconds = time.perf_counter() - started
-    return result

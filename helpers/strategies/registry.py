@@ -9,7 +9,8 @@ from helpers.config import Config
 from helpers.errors import InputError
 from helpers.results import Result
 from helpers.strategies.chain import run_chain
-from helpers.strategies.pipeline import run_naive, run_pipeline
+from helpers.strategies.naive import run_naive, run_naive_titles
+from helpers.strategies.pipeline import run_pipeline
 
 
 def _run_agent(question: str, config: Config, **kwargs) -> Result:
@@ -19,6 +20,7 @@ def _run_agent(question: str, config: Config, **kwargs) -> Result:
 
 STRATEGIES: dict[str, Callable[..., Result]] = {
     "naive": run_naive,           # one search, one answer: the baseline
+    "naive_titles": run_naive_titles,  # the pages the question names (title lookup, no call), then naive
     "deepsearcher": run_pipeline,  # decompose, route, retrieve, judge, reflect, report
     "chain": run_chain,           # hop by hop: plan simple steps, search and read each, fill answers forward
     "deepsearch": _run_agent,     # the agent loop with masked actions and answer checks

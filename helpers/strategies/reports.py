@@ -92,10 +92,14 @@ def report_schema(source_count: int) -> type[BaseModel]:
                         sections=(list[section], Field(..., min_length=1)))
 
 
-def answer_schema(source_count: int) -> type[BaseModel]:
-    """A short answer and the sources it rests on (none when the sources do not answer)."""
-    return create_model("CitedAnswer", answer=(str, Field(..., **plain("the answer in a few sentences"))),
-                        sources=(list[_source_numbers(source_count)], Field(default_factory=list)))
+def answer_schema(source_count: int, answer_chars: int = 120) -> type[BaseModel]:
+    """The facts that decide a short answer (with [n] marks), the answer alone (at most
+    ``answer_chars`` characters) and the sources both rest on (none when the sources do not answer)."""
+    return create_model(
+        "ShortAnswerReply",
+        facts=(str, Field(..., **plain("the facts from the sources that decide the answer, with [n] marks"))),
+        answer=(str, Field(..., **plain("the answer alone: a name, date, place, number, yes or no", answer_chars))),
+        sources=(list[_source_numbers(source_count)], Field(default_factory=list)))
 
 
 def cite_marks(numbers: list[int]) -> str:
@@ -117,10 +121,6 @@ def render_report(report: BaseModel) -> str:
     for heading, points in sections.values():
         lines += [f"## {heading}", "", " ".join(points), ""]
     return "\n".join(lines).strip()
-
-
-def render_answer(answer: BaseModel) -> str:
-    return f"{clean_text(answer.answer)} {cite_marks(answer.sources)}".strip()
 
 
 # -- citation check --------------------------------------------------------------------

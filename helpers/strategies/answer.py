@@ -1,0 +1,110 @@
+"""The answer step: a short final answer read off numbered passages, kept apart from the
+facts that support it.
+
+A question that asks for a fact is answered the way QA benchmarks score it: the answer
+alone (a name, a date, a place, a number, yes or no), not a sentence about it.  One
+structured call fills ``{"facts", "answer", "sources"}``: writing the deciding facts
+first gives a small model room to compare or follow a relation before it commits, and
+the facts with their ``[n]`` marks become the explanation shown beside the answer.
+
+``tidy_answer`` then does what needs no model: citation marks and trailing full stops
+go, a yes/no question gets "yes" or "no", and an "A or B" question gets the option it
+named, written as the question writes it.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Mapping
+
+from helpers.answer_text import normalise, question_options
+from helpers.errors import BudgetExceededError, StructuredOutputError
+from helpers.knowledge.retrieval import fit_chunks, numbered_chunks
+from helpers.models.llm import LLM
+from helpers.prompts import PromptSet, as_prompt_set, prompt_version, render
+from helpers.results import CITATION, Hit, TraceStep, hit_summary, traced
+from helpers.strategies.reports import answer_schema, cite_marks, clean_text
+
+NOTHING_FOUND = "not found"
+FACTS_TOKENS = 220  # room for the facts and the answer; the answer is read at temperature 0
+_YES_NO_OPENERS = re.compile(r"^(is|are|was|were|do|does|did|has|have|had|can|could|will|would|should)\b", re.I)
+
+
+@dataclass
+class ShortAnswer:
+    """The answer alone, and the facts (with ``[n]`` marks) it was read from."""
+
+    answer: str
+    explanation: str = ""
+
+
+def is_yes_no_question(question: str) -> bool:
+    """A question answered by yes or no ("Are both films from the same country?")."""
+    return bool(_YES_NO_OPENERS.match(question.strip())) and not question_options(question)
+
+
+def tidy_answer(answer: str, question: str) -> str:
+    """The answer without citation marks, quotes or a closing full stop; "yes"/"no" for a yes/no
+    question whose answer starts with one; the option of an "A or B" question the answer names
+    (exactly one), as the question writes it."""
+    text = " ".join(CITATION.sub("", answer).split()).strip(" .;:,*\"'`")
+    if not text:
+        return text
+    if is_yes_no_question(question):
+        first = normalise(text).split()[:1]
+        if first in (["yes"], ["no"]):
+            return first[0]
+    said = f" {normalise(text)} "
+    named = [o for o in question_options(question) if normalise(o) and f" {normalise(o)} " in said]
+    if len(named) == 1:
+        return named[0]
+    return text
+
+
+def read_short_answer(llm: LLM, question: str, hits: list[Hit], max_chunks: int = 12, step: str = "answer",
+                prompts: PromptSet | Mapping[str, str] | None = None) -> tuple[ShortAnswer, list[Hit], TraceStep]:
+    """The short answer to ``question`` from ``hits`` (best first, as many as fit), its facts as the
+    explanation, the hits shown, and the trace.  With no hit, no call is made ("not found"); a reply
+    that stays invalid after the retries is answered from a free-text call (``answer_naive``)."""
+    prompts = as_prompt_set(prompts)
+    trace: list[TraceStep] = []
+    with traced(trace, llm.ledger, step, question=question, candidates=len(hits)) as entry:
+        if hits:
+            answer, explanation, used = _read(llm, question, hits, max_chunks, step, prompts, entry)
+        else:
+            entry.notes.append("nothing was found to read; no model call")
+            answer, explanation, used = NOTHING_FOUND, "The search found no passage to answer from.", []
+        entry.parsed = {"answer": answer, "explanation": explanation}
+    return ShortAnswer(answer, explanation), used, trace[0]
+
+
+def _read(llm: LLM, question: str, hits: list[Hit], max_chunks: int, step: str, prompts: PromptSet,
+          entry: TraceStep) -> tuple[str, str, list[Hit]]:
+    template = prompts.template("answer_structured")
+    skeleton = render("answer_structured", template, question=question, sources="")
+    used, notes = fit_chunks(llm, hits, skeleton, reserve=FACTS_TOKENS + 64, max_chunks=max_chunks)
+    entry.notes.extend(notes)
+    if not used:
+        raise BudgetExceededError(f"step '{step}': no passage fits the context or the budget left")
+    sources = numbered_chunks(used)
+    entry.prompts = [prompt_version("answer_structured", template)]
+    entry.messages = [{"role": "user", "content": render("answer_structured", template, question=question,
+                                                         sources=sources)}]
+    entry.kept = [hit_summary(h) for h in used]
+    try:
+        reply = llm.structured(entry.messages, answer_schema(len(used)), step=step, max_tokens=FACTS_TOKENS,
+                               temperature=0.0)
+        entry.raw = reply.raw
+        facts, said = clean_text(reply.value.facts), clean_text(reply.value.answer)
+        explanation = facts if CITATION.search(facts) else f"{facts} {cite_marks(reply.value.sources)}".strip()
+    except StructuredOutputError as exc:
+        entry.notes.append(f"no valid structured answer ({exc.last_error}); writing free text")
+        entry.prompts.append(prompts.version("answer_naive"))
+        entry.messages = [{"role": "user", "content": render("answer_naive", prompts.template("answer_naive"),
+                                                             question=question, sources=sources)}]
+        entry.raw = explanation = llm.chat(entry.messages, step=step).strip()
+        said = re.split(r"(?<=[.!?])\s", explanation, maxsplit=1)[0]
+    answer = tidy_answer(said, question) or NOTHING_FOUND
+    if answer != said:
+        entry.notes.append(f"answer tidied: {said!r} -> {answer!r}")
+    return answer, explanation, used

@@ -1,0 +1,82 @@
+"""Answer scores as the field computes them (EM, token F1, standard normalisation), the lenient
+containment beside them, and the tidying every strategy's short answer goes through."""
+from __future__ import annotations
+
+import pytest
+
+from helpers.answer_text import normalise, question_options
+from helpers.evaluation.harness import EvalQuestion, row_scores, score, summarise
+from helpers.evaluation.scoring import contains_answer, exact_match, score_answer, token_f1
+from helpers.strategies.answer import is_yes_no_question, tidy_answer
+
+COMPARISON = "Which film came out first, Blind Shaft or The Mask Of Fu Manchu?"
+
+
+def test_normalisation_drops_case_punctuation_articles_and_spaces():
+    assert normalise("  The  Mask of Fu-Manchu! ") == "mask of fumanchu"
+    assert normalise("An Apple, a pear.") == "apple pear"
+
+
+@pytest.mark.parametrize("answer, gold, em, f1", [
+    ("The Mask Of Fu Manchu", "The Mask Of Fu Manchu", 1.0, 1.0),
+    ("the mask of fu manchu.", "The Mask Of Fu Manchu", 1.0, 1.0),        # case, article, full stop
+    ("Film Roman [2]", "Film Roman", 0.0, 0.8),                             # a citation mark is a token
+    ("Liévin, Pas-de-Calais", "Liévin", 0.0, 0.6667),                      # more than the answer: F1 only
+    ("June 5, 1923", "5 June 1923", 0.0, 1.0),                              # same words, other order
+    ("1923", "5 June 1923", 0.0, 0.5),                                      # a date written shorter
+    ("no", "no", 1.0, 1.0),
+    ("no, never", "no", 0.0, 0.0),                                          # yes/no: all or nothing
+    ("yes", "no", 0.0, 0.0),
+    ("Blind Shaft or The Mask Of Fu Manchu", "The Mask Of Fu Manchu", 0.0, 0.7273),
+])
+def test_exact_match_and_token_f1(answer, gold, em, f1):
+    assert exact_match(answer, gold) == em
+    assert token_f1(answer, gold) == pytest.approx(f1, abs=1e-4)
+
+
+def test_the_best_of_gold_and_aliases_counts():
+    scored = score_answer("Bart", ["Bartholomew Simpson", "Bart"])
+    assert (scored.em, scored.f1) == (1.0, 1.0)
+    q = EvalQuestion("1", "Who is Homer's son?", "Bartholomew Simpson", aliases=["Bart Simpson"])
+    assert score("bart simpson", q).em == 1.0 and score("Lisa", q).f1 == 0.0
+
+
+def test_containment_gives_no_credit_to_an_answer_that_names_both_options():
+    assert question_options(COMPARISON) == ["Blind Shaft", "The Mask Of Fu Manchu"]
+    assert question_options("Who is the mother of X?") == []
+    both = "Blind Shaft came out after The Mask Of Fu Manchu"
+    assert not contains_answer(both, ["The Mask Of Fu Manchu"], COMPARISON)
+    assert contains_answer("The Mask Of Fu Manchu, in 1932", ["The Mask Of Fu Manchu"], COMPARISON)
+    assert not contains_answer("not found", ["no"]) and contains_answer("No, they are not.", ["no"])
+    assert contains_answer("The budget is not stated.", [], answerable=False)
+
+
+def test_rows_saved_before_em_was_recorded_are_rescored_and_summarised_per_type():
+    old = {"strategy": "naive", "id": "1", "type": "comparison", "question": COMPARISON, "failed": False,
+           "answer": "The Mask Of Fu Manchu.", "gold_answer": "The Mask Of Fu Manchu", "calls": 1,
+           "prompt_tokens": 10, "completion_tokens": 2, "seconds": 1.0, "recall@2": 1.0}
+    new = {**old, "id": "2", "type": "compositional", "answer": "Paris", "gold_answer": "Lyon",
+           "em": 0.0, "f1": 0.0, "contains": False}
+    assert row_scores(old) == {"em": 1.0, "f1": 1.0, "contains": True}
+    entry = summarise([old, new], ["naive"], [2])["naive"]
+    assert (entry["em"], entry["f1"], entry["contains"]) == (0.5, 0.5, 0.5)
+    assert entry["by_type"]["comparison"]["em"] == 1.0 and entry["by_type"]["compositional"]["em"] == 0.0
+
+
+@pytest.mark.parametrize("answer, question, tidied", [
+    ("The Mask of Fu Manchu [2].", COMPARISON, "The Mask Of Fu Manchu"),       # the option as the question writes it
+    ("Blind Shaft was released in 2003", COMPARISON, "Blind Shaft"),
+    ("Blind Shaft, then The Mask Of Fu Manchu", COMPARISON, "Blind Shaft, then The Mask Of Fu Manchu"),  # both: kept
+    ("Yes, both are American.", "Are both films from the same country?", "yes"),
+    ("No [1][3]", "Did the two directors share a nationality?", "no"),
+    ('"20 March 851".', "When did Lothair II's mother die?", "20 March 851"),
+    ("Yesterday's Enterprise", "Which episode came first?", "Yesterday's Enterprise"),
+])
+def test_tidy_answer(answer, question, tidied):
+    assert tidy_answer(answer, question) == tidied
+
+
+def test_yes_no_questions_are_told_from_option_questions():
+    assert is_yes_no_question("Are Alpha and Beta from the same country?")
+    assert not is_yes_no_question("Was Alpha born first, Bob or Carl?")
+    assert not is_yes_no_question("Who was born first?")
