@@ -20,8 +20,8 @@ from pathlib import Path
 
 from common import BENCH_OUT, add_settings_argument, bench_config, more_same_less, paired, parsed_settings, table
 
-from helpers.evaluation.harness import (BENCHMARKS, answer_table, load_questions, miss_table, prepare_corpus,
-                                        read_rows, run_evaluation, sample_by_type)
+from helpers.evaluation.harness import (BENCHMARKS, answer_table, load_questions, miss_table, prepare_corpus, read_rows,
+                                        run_evaluation, sample_by_type)
 from helpers.models.llm import cpu_name
 
 STRATEGIES = "naive,naive_titles,oracle,chain"

@@ -17,7 +17,7 @@ from helpers.strategies.naive import run_naive
 from helpers.strategies.pipeline import run_pipeline
 
 SAMPLE = "data/multihop_sample"
-READ = {"facts": "Hester Lindqvist is the mayor of Marrowick [1]", "answer": "Hester Lindqvist.", "sources": [1]}
+READ = {"asks_for": "a person", "facts": "Hester Lindqvist is the mayor of Marrowick [1]", "answer": "Hester Lindqvist.", "sources": [1]}
 
 
 @pytest.fixture(scope="module")

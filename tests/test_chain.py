@@ -18,7 +18,7 @@ QUESTION = "Who voices the character whose catchphrase is D'oh?"
 TWO_HOPS = {
     "plan": {"names": [], "steps": ["Which character says D'oh?", "Who voices #1?"]},
     "read": Seq({"answer": "Homer Simpson"}, {"answer": "Dan Castellaneta"}),
-    "answer": {"answer": "Dan Castellaneta"},
+    "answer": {"asks_for": "a person", "answer": "Dan Castellaneta"},
 }
 
 
@@ -26,12 +26,12 @@ def hit(id_: str, similarity: float = 0.5) -> Hit:
     return Hit(id_, f"text {id_}", similarity, "c", f"{id_}.md", f"title {id_}", "", 0)
 
 
-def chain_run(kb, script, overrides=None, budget=None):
+def chain_run(kb, script, overrides=None, budget=None, question=QUESTION):
     config, store, _ = kb
     config = with_overrides(config, overrides or {})
     backend = StepScriptedBackend(script)
     llm = LLM(backend, budget=budget or Budget(max_calls=config.chain.max_calls))
-    return run_chain(QUESTION, config, llm=llm, store=store, embedder=get_embedder(config.embedding)), backend
+    return run_chain(question, config, llm=llm, store=store, embedder=get_embedder(config.embedding)), backend
 
 
 def test_turn_order_takes_the_best_of_each_search_first():
@@ -62,14 +62,32 @@ def test_an_answers_sources_take_turns_with_the_evidence_in_turn_order():
 
 def test_each_step_searches_with_the_answers_found_before(simpsons_kb):
     result, backend = chain_run(simpsons_kb, TWO_HOPS)
-    assert backend.steps() == ["plan", "read", "read", "answer"]
+    assert backend.steps() == ["plan", "read", "read"]   # one chain of steps: its last answer is the answer
     assert [t.inputs["query"] for t in result.steps("search")] == [QUESTION, "Which character says D'oh?",
                                                                    "Homer Simpson", "Who voices Homer Simpson?"]
     assert "Who voices Homer Simpson?" in backend.calls_for("read")[1]["messages"][0]["content"]
-    facts = backend.calls_for("answer")[0]["messages"][0]["content"]
-    assert "Which character says D'oh? -> Homer Simpson" in facts and "-> Dan Castellaneta" in facts
+    assert result.steps("answer")[0].notes == ["one chain of steps: its last step's answer is the answer (no call)"]
     assert result.short_answer == "Dan Castellaneta" and not result.failed
     assert result.answer.startswith("Dan Castellaneta\n\nWhat the steps found:")
+    assert "- Which character says D'oh? -> Homer Simpson" in result.answer
+
+
+def test_a_comparison_is_answered_from_the_facts_or_decided_by_their_dates(simpsons_kb):
+    question = "Which character appeared first, Homer Simpson or Ned Flanders?"
+    plan = {"plan": {"names": ["Homer Simpson", "Ned Flanders"],
+                     "steps": ["When did Homer Simpson first appear?", "When did Ned Flanders first appear?"]}}
+    script = {**plan, "read": Seq({"answer": "19 April 1987"}, {"answer": "1989"}),
+              "answer": {"asks_for": "a character", "answer": "Ned Flanders"}}
+    result, backend = chain_run(simpsons_kb, script, question=question)
+    assert backend.steps() == ["plan", "read", "read"]   # the dates decide it: no answer call, no coin toss
+    assert result.short_answer == "Homer Simpson"
+    assert result.steps("answer")[0].notes == ["the dates the steps found decide the comparison (no call)"]
+    script["read"] = Seq({"answer": "in the shorts"}, {"answer": "1989"})
+    result, backend = chain_run(simpsons_kb, script, question=question)
+    assert backend.steps() == ["plan", "read", "read", "answer"]    # a date is missing: the model answers
+    facts = backend.calls_for("answer")[0]["messages"][0]["content"]
+    assert "When did Homer Simpson first appear? -> in the shorts" in facts
+    assert result.short_answer == "Ned Flanders"
 
 
 def test_a_step_not_found_is_searched_with_its_own_words(simpsons_kb):
@@ -162,7 +180,7 @@ def test_a_step_reads_the_pages_titled_by_what_it_is_about_first(simpsons_kb):
 
 def test_plan_and_budget_limits_hold(simpsons_kb):
     long_plan = {**TWO_HOPS, "plan": {"names": [], "steps": [f"step {n}" for n in range(1, 7)]},
-                 "read": {"answer": "a fact"}, "answer": {"answer": "x"}}
+                 "read": {"answer": "a fact"}, "answer": {"asks_for": "a fact", "answer": "x"}}
     result, backend = chain_run(simpsons_kb, long_plan, {"chain.max_hops": 2})
     assert backend.steps() == ["plan", "read", "read", "answer"]
     assert "kept the first 2 of 6 steps" in result.steps("plan")[0].notes[0]
@@ -185,7 +203,7 @@ def test_garbage_replies_degrade_to_the_evidence(simpsons_kb):
 
 def test_evidence_is_never_less_than_naive(simpsons_kb):
     config, store, _ = simpsons_kb
-    naive_llm = LLM(StepScriptedBackend({"answer": {"facts": "Homer is voiced by Dan Castellaneta [1]",
+    naive_llm = LLM(StepScriptedBackend({"answer": {"asks_for": "a person", "facts": "Homer is voiced by Dan Castellaneta [1]",
                                                     "answer": "Dan Castellaneta", "sources": [1]}}))
     naive = run_naive(QUESTION, config, llm=naive_llm, store=store, embedder=get_embedder(config.embedding))
     chained, _ = chain_run(simpsons_kb, TWO_HOPS)

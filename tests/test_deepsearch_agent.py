@@ -121,7 +121,7 @@ def run_script(embedder, script, budget=6000, context_size=4096, prompts=None, s
                                     "agent.rewrite": "always",  # scripted rewrites; the test of the default says so
                                     "agent.strict_check": True,  # scripted strict verdicts; likewise
                                     **{f"agent.{key}": value for key, value in agent.items()}})
-    script = {"short answer": {"facts": "As the answer says [1]", "answer": "the short answer", "sources": [1]},
+    script = {"short answer": {"asks_for": "a fact", "facts": "As the answer says [1]", "answer": "the short answer", "sources": [1]},
               **script}
     backend = StepScriptedBackend(script, context_size, tokens="words", message_overhead=6)
     result = run_agent(QUESTION, config, llm=LLM(backend, retries=1), store=store or FakeStore(), embedder=embedder,

@@ -80,7 +80,7 @@ def test_an_lcel_chain_over_our_store_finds_the_same_sources_as_naive_rag(simpso
     config, store, _ = simpsons_kb
     embedder = get_embedder(config.embedding)
     retriever = LabRetriever(store=store, embedder=embedder, k=config.search.top_k)
-    backend = StepScriptedBackend({"langchain": "In 2002 [1].", "answer": {"facts": "In 2002 [1]", "answer": "2002",
+    backend = StepScriptedBackend({"langchain": "In 2002 [1].", "answer": {"asks_for": "a year", "facts": "In 2002 [1]", "answer": "2002",
                                                                          "sources": [1]}})
     prompt = ChatPromptTemplate.from_messages([("user", "Sources:\n{context}\n\nQuestion: {question}")])
     chain = ({"context": retriever | RunnableLambda(lambda docs: "\n".join(d.page_content for d in docs)),

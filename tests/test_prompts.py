@@ -61,7 +61,7 @@ def test_an_edited_prompt_reaches_the_pipeline_and_its_trace(simpsons_kb):
         "decompose": {"queries": ["animation changes"]},
         "route": {"routes": [{"collection": "simpsons_production", "query": "digital colouring"}]},
         "relevance": {"relevant": [1]}, "reflect": {"gaps": []},
-        "answer": {"facts": "Digital ink and paint came in 1991 [1]", "answer": "Digital ink and paint",
+        "answer": {"asks_for": "a technique", "facts": "Digital ink and paint came in 1991 [1]", "answer": "Digital ink and paint",
                    "sources": [1]}})
     result = run_pipeline(QUESTION, with_overrides(config, {"pipeline.answer": "short", "pipeline.max_iter": 2}),
                           llm=LLM(backend, budget=Budget(max_calls=20)), store=store,
@@ -86,7 +86,7 @@ def test_an_edited_prompt_reaches_the_chain(simpsons_kb):
     config, store, _ = simpsons_kb
     edited = {"chain_plan": 'EDITED PLAN for $question. Reply with JSON: {"names": [], "steps": []}'}
     backend = StepScriptedBackend({"plan": {"names": [], "steps": ["Who voices Homer?"]},
-                                   "read": Seq({"answer": "Dan Castellaneta"}), "answer": {"answer": "Dan"}})
+                                   "read": Seq({"answer": "Dan Castellaneta"}), "answer": {"asks_for": "a person", "answer": "Dan"}})
     result = run_chain("Who voices Homer?", config, llm=LLM(backend), store=store,
                        embedder=get_embedder(config.embedding), prompts=edited)
     assert backend.calls_for("plan")[0]["messages"][0]["content"].startswith("EDITED PLAN for Who voices Homer?")

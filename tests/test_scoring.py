@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.answer_text import normalise, question_options
+from helpers.answer_text import earliest_or_latest, normalise, parse_date, question_options, wants_earlier
 from helpers.evaluation.harness import EvalQuestion, row_scores, score, summarise
 from helpers.evaluation.scoring import contains_answer, exact_match, score_answer, token_f1
 from helpers.strategies.answer import is_yes_no_question, tidy_answer
@@ -80,3 +80,30 @@ def test_yes_no_questions_are_told_from_option_questions():
     assert is_yes_no_question("Are Alpha and Beta from the same country?")
     assert not is_yes_no_question("Was Alpha born first, Bob or Carl?")
     assert not is_yes_no_question("Who was born first?")
+
+
+def test_an_option_question_answered_with_a_related_name_gets_the_option_the_facts_tie_it_to():
+    question = "Which film has the director who died first, The Goose Woman or Silent Hours?"
+    facts = "The Goose Woman was directed by Clarence Brown [1]. Silent Hours was directed by Ann Vos [2]."
+    assert tidy_answer("Clarence Brown", question, facts) == "The Goose Woman"
+    assert tidy_answer("Clarence Brown", question) == "Clarence Brown"            # no facts: kept
+    both = "The Goose Woman and Silent Hours were both directed by Clarence Brown [1]."
+    assert tidy_answer("Clarence Brown", question, both) == "Clarence Brown"      # both tied to it: kept
+
+
+@pytest.mark.parametrize("text, date", [
+    ("20 March 851", (851, 3, 20)), ("December 8, 1982", (1982, 12, 8)), ("born in March 1932 in Ohio", (1932, 3, 0)),
+    ("1957", (1957, 0, 0)), ("not found", None), ("Port of Spain", None),
+])
+def test_dates_are_read_as_written(text, date):
+    assert parse_date(text) == date
+
+
+def test_a_comparison_of_dates_says_which_way_and_refuses_a_tie():
+    assert wants_earlier("Who was born first, A or B?") and wants_earlier("Which film is older, A or B?")
+    assert wants_earlier("Which film came out later, A or B?") is False
+    assert wants_earlier("Are A and B from the same country?") is None
+    dates = {"A": (1950, 5, 1), "B": (1950, 0, 0), "C": (1960, 1, 1)}
+    assert earliest_or_latest({k: dates[k] for k in "AC"}, True) == "A"
+    assert earliest_or_latest({k: dates[k] for k in "AC"}, False) == "C"
+    assert earliest_or_latest({k: dates[k] for k in "AB"}, True) is None   # 1950 against "some day in 1950"

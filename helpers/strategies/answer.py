@@ -27,6 +27,7 @@ from helpers.strategies.reports import answer_schema, cite_marks, clean_text
 
 NOTHING_FOUND = "not found"
 FACTS_TOKENS = 220  # room for the facts and the answer; the answer is read at temperature 0
+_FACT_END = re.compile(r"(?<=[.!?;])\s+")  # where the facts are split into single facts
 _YES_NO_OPENERS = re.compile(r"^(is|are|was|were|do|does|did|has|have|had|can|could|will|would|should)\b", re.I)
 
 
@@ -43,10 +44,12 @@ def is_yes_no_question(question: str) -> bool:
     return bool(_YES_NO_OPENERS.match(question.strip())) and not question_options(question)
 
 
-def tidy_answer(answer: str, question: str) -> str:
+def tidy_answer(answer: str, question: str, facts: str = "") -> str:
     """The answer without citation marks, quotes or a closing full stop; "yes"/"no" for a yes/no
-    question whose answer starts with one; the option of an "A or B" question the answer names
-    (exactly one), as the question writes it."""
+    question whose answer starts with one; for an "A or B" question, the option the answer names
+    (exactly one), as the question writes it, or else the one option that ``facts`` name in the
+    sentence that holds the answer (asked which film's director died first, a small model often
+    answers with the director)."""
     text = " ".join(CITATION.sub("", answer).split()).strip(" .;:,*\"'`")
     if not text:
         return text
@@ -54,11 +57,22 @@ def tidy_answer(answer: str, question: str) -> str:
         first = normalise(text).split()[:1]
         if first in (["yes"], ["no"]):
             return first[0]
-    said = f" {normalise(text)} "
-    named = [o for o in question_options(question) if normalise(o) and f" {normalise(o)} " in said]
+    options = question_options(question)
+    named = _options_named(text, options)
     if len(named) == 1:
         return named[0]
+    if not named and len(normalise(text)) >= 3:
+        said = f" {normalise(text)} "
+        holding = [s for s in _FACT_END.split(facts) if said in f" {normalise(s)} "]
+        by_facts = {o for s in holding for o in _options_named(s, options)}
+        if len(by_facts) == 1:
+            return by_facts.pop()
     return text
+
+
+def _options_named(text: str, options: list[str]) -> list[str]:
+    said = f" {normalise(text)} "
+    return [o for o in options if normalise(o) and f" {normalise(o)} " in said]
 
 
 def read_short_answer(llm: LLM, question: str, hits: list[Hit], max_chunks: int = 12, step: str = "answer",
@@ -104,7 +118,7 @@ def _read(llm: LLM, question: str, hits: list[Hit], max_chunks: int, step: str, 
                                                              question=question, sources=sources)}]
         entry.raw = explanation = llm.chat(entry.messages, step=step).strip()
         said = re.split(r"(?<=[.!?])\s", explanation, maxsplit=1)[0]
-    answer = tidy_answer(said, question) or NOTHING_FOUND
+    answer = tidy_answer(said, question, explanation) or NOTHING_FOUND
     if answer != said:
         entry.notes.append(f"answer tidied: {said!r} -> {answer!r}")
     return answer, explanation, used

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
 
+from helpers.answer_text import earliest_or_latest, parse_date, question_options, wants_earlier
 from helpers.config import Config
 from helpers.errors import BudgetExceededError, DeepSearchLabError, StructuredOutputError
 from helpers.knowledge.embeddings import Embedder, get_embedder
@@ -44,7 +45,7 @@ from helpers.knowledge.vectorstore import open_store
 from helpers.models.llm import LLM, Budget, make_llm
 from helpers.prompts import PromptSet, as_prompt_set, fence, prompt_version, render
 from helpers.results import Hit, Result, TraceStep, hit_summary, traced
-from helpers.strategies.answer import tidy_answer
+from helpers.strategies.answer import is_yes_no_question, tidy_answer
 from helpers.strategies.evidence import EvidenceLog
 
 NOT_FOUND = "not found"
@@ -58,6 +59,11 @@ class Plan(BaseModel):
 
 class StepAnswer(BaseModel):
     answer: str = Field(description="a few words copied from the results, or 'not found'")
+
+
+class FinalAnswer(BaseModel):
+    asks_for: str = Field(description="what the answer must be: a date, a place, a person, yes or no...")
+    answer: str = Field(description="the answer alone")
 
 
 @dataclass
@@ -220,6 +226,22 @@ def chosen_option(answer: str, question: str, names: list[str], hops: list[Hop])
     return None
 
 
+def compared_by_dates(question: str, names: list[str], hops: list[Hop]) -> str | None:
+    """The option a "which came first / who was born later" question asks for, decided by comparing
+    the dates the steps found for each option (the last dated answer of each option's chain of
+    steps), not by the model: a small model compares two dates no better than a coin.  None when the
+    question names fewer than two options, says no direction, or an option has no date."""
+    earlier = wants_earlier(question)
+    options = [n for n in names if title_key(n) in title_key(question)]
+    if earlier is None or len(options) < 2 or is_yes_no_question(question):
+        return None
+    dates: dict[str, tuple[int, int, int]] = {}
+    for hop, subject in zip(hops, step_subjects(hops, names)):
+        if subject in options and hop.answered and (date := parse_date(hop.answer)):
+            dates[subject] = date
+    return earliest_or_latest(dates, earlier) if set(dates) == set(options) else None
+
+
 def found_answers(hops: list[Hop]) -> str:
     """The answers the steps found, joined (what the chain says when no answer call could be made)."""
     return "; ".join(hop.answer for hop in hops if hop.answered)
@@ -230,16 +252,29 @@ def facts_text(hops: list[Hop]) -> str:
     return "\n".join(f"- {hop.query} -> {hop.answer or NOT_FOUND}" for hop in hops) or "- none"
 
 
+def chained_answer(question: str, steps: list[str], hops: list[Hop]) -> str | None:
+    """The last step's answer, when the question is one chain of steps ("Who is X's mother?", "When
+    did #1 die?"): the last step builds on an earlier answer and found its own, and the question
+    offers no options and is not a yes/no question.  Then no answer call is needed, and none can
+    give the intermediate entity instead."""
+    if not hops or len(hops) != len(steps) or not hops[-1].answered or not _REFERENCE.search(steps[-1]):
+        return None
+    if question_options(question) or is_yes_no_question(question):
+        return None
+    return hops[-1].answer
+
+
 def answer_from_facts(llm: LLM, question: str, hops: list[Hop],
                       template: str | None = None) -> tuple[str, TraceStep]:
-    """A short answer written from the steps' answers (not from whole passages)."""
+    """A short answer written from the steps' answers (not from whole passages), after naming what
+    kind of thing the answer must be."""
     trace: list[TraceStep] = []
     with traced(trace, llm.ledger, "answer", question=question) as entry:
         entry.prompts = [prompt_version("chain_answer", template)]
         entry.messages = [{"role": "user", "content": render("chain_answer", template, question=question,
                                                              facts=fence(facts_text(hops)))}]
         try:
-            reply = llm.structured(entry.messages, StepAnswer, step="answer", max_tokens=48)
+            reply = llm.structured(entry.messages, FinalAnswer, step="answer", max_tokens=80, temperature=0.0)
             entry.raw, answer = reply.raw, " ".join(reply.value.answer.split())
         except StructuredOutputError as exc:
             entry.raw = exc.raw_replies[-1] if exc.raw_replies else ""
@@ -291,7 +326,15 @@ def run_chain(question: str, config: Config, *, llm: LLM | None = None, store: V
             if hop.answered and is_bridge(number, steps):  # the entity found, searched on its own (no call)
                 evidence.add(hop.answer, search_step(store, embedder, hop.answer, names, config, result.trace,
                                                      number, [hop.answer]))
-        if any(hop.answered for hop in hops):
+        if (last := chained_answer(question, steps, hops)) is not None:
+            answer = last
+            result.trace.append(TraceStep("answer", len(hops), parsed=answer, notes=[
+                "one chain of steps: its last step's answer is the answer (no call)"]))
+        elif (option := compared_by_dates(question, mentioned, hops)) is not None:
+            answer = option
+            result.trace.append(TraceStep("answer", len(hops), parsed=answer, notes=[
+                "the dates the steps found decide the comparison (no call)"]))
+        elif any(hop.answered for hop in hops):
             answer, entry = answer_from_facts(llm, question, hops, prompts.template("chain_answer"))
             if option := chosen_option(answer, question, mentioned, hops):
                 entry.notes.append(f"{answer!r} was found for {option!r}, one of the options the question "
@@ -305,7 +348,7 @@ def run_chain(question: str, config: Config, *, llm: LLM | None = None, store: V
     if not answer and result.error is None:
         answer = found_answers(hops) or NOT_FOUND
     if answer:
-        result.short_answer = tidy_answer(answer, question)
+        result.short_answer = tidy_answer(answer, question, facts_text(hops))
         said = result.short_answer if answer != NOT_FOUND else "The search found no fact that answers this question."
         result.answer = f"{said}\n\nWhat the steps found:\n{facts_text(hops)}"
     result.sources = evidence.sources(answer)

@@ -93,10 +93,11 @@ def report_schema(source_count: int) -> type[BaseModel]:
 
 
 def answer_schema(source_count: int, answer_chars: int = 120) -> type[BaseModel]:
-    """The facts that decide a short answer (with [n] marks), the answer alone (at most
-    ``answer_chars`` characters) and the sources both rest on (none when the sources do not answer)."""
+    """What the question asks for, the facts that decide it (with [n] marks), the answer alone (at
+    most ``answer_chars`` characters) and the sources both rest on (none when the sources do not answer)."""
     return create_model(
         "ShortAnswerReply",
+        asks_for=(str, Field(..., **plain("what the answer must be: a date, a place, a person, yes or no...", 80))),
         facts=(str, Field(..., **plain("the facts from the sources that decide the answer, with [n] marks"))),
         answer=(str, Field(..., **plain("the answer alone: a name, date, place, number, yes or no", answer_chars))),
         sources=(list[_source_numbers(source_count)], Field(default_factory=list)))
