@@ -3,8 +3,9 @@ facts that support it.
 
 A question that asks for a fact is answered the way QA benchmarks score it: the answer
 alone (a name, a date, a place, a number, yes or no), not a sentence about it.  One
-structured call fills ``{"facts", "answer", "sources"}``: writing the deciding facts
-first gives a small model room to compare or follow a relation before it commits, and
+structured call fills ``{"asks_for", "facts", "answer", "sources"}``: naming the kind of
+answer wanted and writing the deciding facts first gives a small model room to compare or
+follow a relation before it commits, and
 the facts with their ``[n]`` marks become the explanation shown beside the answer.
 
 ``tidy_answer`` then does what needs no model: citation marks and trailing full stops
@@ -76,7 +77,7 @@ def _options_named(text: str, options: list[str]) -> list[str]:
 
 
 def read_short_answer(llm: LLM, question: str, hits: list[Hit], max_chunks: int = 12, step: str = "answer",
-                prompts: PromptSet | Mapping[str, str] | None = None) -> tuple[ShortAnswer, list[Hit], TraceStep]:
+                      prompts: PromptSet | Mapping[str, str] | None = None) -> tuple[ShortAnswer, list[Hit], TraceStep]:
     """The short answer to ``question`` from ``hits`` (best first, as many as fit), its facts as the
     explanation, the hits shown, and the trace.  With no hit, no call is made ("not found"); a reply
     that stays invalid after the retries is answered from a free-text call (``answer_naive``)."""
