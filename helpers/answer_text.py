@@ -1,5 +1,6 @@
 """How short answers are written and compared, shared by the answer step and the scorer: the
-standard normalisation of QA benchmarks, and the options an "A or B" question offers."""
+standard normalisation of QA benchmarks, the shape of a question (yes/no, or a choice between
+two options) and the dates of a comparison."""
 from __future__ import annotations
 
 import re
@@ -15,15 +16,60 @@ def normalise(text: str) -> str:
     return " ".join(_ARTICLES.sub(" ", text).split())
 
 
+_OPENERS = re.compile(r"^(is|are|was|were|do|does|did|has|have|had|can|could|will|would|should)\s+", re.I)
+_OR = re.compile(r"\s+or\s+")
+_AND = re.compile(r"\s+and\s+")
+_AMONG = re.compile(r"\b(?:out of|between)\s+(.+)$")
+# small words a name may hold in lower case ("House of Orange", "Ludwig van Beethoven")
+_NAME_LINKS = {"of", "the", "and", "de", "du", "da", "del", "der", "di", "la", "le", "van", "von", "y", "&", "-"}
+
+
 def question_options(question: str) -> list[str]:
-    """The options an "A or B" question offers after its last comma or colon ("Which film came out
-    first, Blind Shaft or The Mask?" -> ["Blind Shaft", "The Mask"]); [] when it offers none."""
+    """The two options an "A or B" question offers, as it writes them; [] when it offers none.
+
+    After a comma or colon ("Which film came out first, Blind Shaft or The Mask?"; the first comma
+    whose rest splits in two, so a name may hold a comma: "Who lived longer, Sir Thomas Wheate,
+    1st Baronet or Ann Lee?"), after "out of" or "between" in a question that is not a yes/no one ("Who was born first
+    out of Ann Lee and Bob Roe?"), or between a yes/no opener and the rest ("Was Ann Lee or Bob Roe
+    born first?": the second name ends before its first lower-case word)."""
     body = question.strip().rstrip("?").strip()
-    if not re.search(r"[,:]", body):
+    for mark in re.finditer(r"[,:]\s*", body):
+        parts = [p.strip() for p in _OR.split(body[mark.end():])]
+        if len(parts) == 2 and all(parts):
+            return parts
+    opener = _OPENERS.match(body)
+    among = None if opener else _AMONG.search(body)
+    if among and len(parts := _AND.split(among.group(1))) == 2:
+        return [p.strip() for p in parts]
+    parts = _OR.split(body[opener.end():]) if opener else []
+    if len(parts) != 2:
         return []
-    clause = re.split(r"[,:]\s*", body)[-1]
-    parts = [p.strip() for p in re.split(r"\s+or\s+", clause) if p.strip()]
-    return parts if len(parts) >= 2 else []
+    words = parts[1].split()
+    name = next((i for i, w in enumerate(words) if i and w[0].islower() and w not in _NAME_LINKS), len(words))
+    options = [parts[0].strip(), " ".join(words[:name])]
+    return options if all(options) else []
+
+
+def is_yes_no_question(question: str) -> bool:
+    """A question answered by yes or no ("Are both films from the same country?"), not a choice
+    between two things ("Was Ann Lee or Bob Roe born first?")."""
+    return bool(_OPENERS.match(question.strip())) and not question_options(question) \
+        and not _OR.search(question)
+
+
+def answer_choices(question: str) -> list[str]:
+    """What the answer must be one of: ["yes", "no"], the two options, or [] (free text).
+    The answer step and the chain's final call constrain their decoding to these."""
+    return ["yes", "no"] if is_yes_no_question(question) else question_options(question)
+
+
+def drop_echo(answer: str, asked: str) -> str:
+    """The answer without a first part that only repeats what was asked: asked "When did Ermengarde
+    of Tours die?", a small model answers "Ermengarde of Tours, 20 March 851" -> "20 March 851"."""
+    head, sep, rest = answer.partition(", ")
+    if sep and rest.strip() and normalise(head) and f" {normalise(head)} " in f" {normalise(asked)} ":
+        return rest.strip()
+    return answer
 
 
 _MONTHS = {m: n for n, m in enumerate(("january february march april may june july august september october "

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.answer_text import earliest_or_latest, normalise, parse_date, question_options, wants_earlier
+from helpers.answer_text import (answer_choices, earliest_or_latest, is_yes_no_question, normalise, parse_date,
+                                 question_options, wants_earlier)
 from helpers.evaluation.harness import EvalQuestion, row_scores, score, summarise
 from helpers.evaluation.scoring import contains_answer, exact_match, score_answer, token_f1
-from helpers.strategies.answer import is_yes_no_question, tidy_answer
+from helpers.strategies.answer import tidy_answer
+from helpers.strategies.reports import answer_schema
 
 COMPARISON = "Which film came out first, Blind Shaft or The Mask Of Fu Manchu?"
 
@@ -79,7 +81,32 @@ def test_tidy_answer(answer, question, tidied):
 def test_yes_no_questions_are_told_from_option_questions():
     assert is_yes_no_question("Are Alpha and Beta from the same country?")
     assert not is_yes_no_question("Was Alpha born first, Bob or Carl?")
+    assert not is_yes_no_question("Was Ann Lee or Bob Roe born first?")
     assert not is_yes_no_question("Who was born first?")
+
+
+@pytest.mark.parametrize("question, options", [
+    ("Which film came out first, Blind Shaft or The Mask Of Fu Manchu?", ["Blind Shaft", "The Mask Of Fu Manchu"]),
+    ("Who lived longer, Sir Thomas Wheate, 1St Baronet or Ann Lee?", ["Sir Thomas Wheate, 1St Baronet", "Ann Lee"]),
+    ("Which film has the director who died later, Love, Honor And Oh-Baby! or I Cover The Underworld?",
+     ["Love, Honor And Oh-Baby!", "I Cover The Underworld"]),
+    ("Was Ann Lee or Ludwig van Beethoven born first?", ["Ann Lee", "Ludwig van Beethoven"]),
+    ("Who was born first out of Ann Lee and Bob Roe?", ["Ann Lee", "Bob Roe"]),
+    ("When did John V, Prince Of Anhalt-Zerbst's father die?", []),
+    ("Where did the director of film Ann and Bob die?", []),
+    ("Did the war between France and Spain end in 1659?", []),
+])
+def test_the_options_a_question_offers(question, options):
+    assert question_options(question) == options
+
+
+def test_the_choices_an_answer_is_constrained_to():
+    assert answer_choices("Are Alpha and Beta from the same country?") == ["yes", "no"]
+    assert answer_choices("Was Ann Lee or Bob Roe born first?") == ["Ann Lee", "Bob Roe"]
+    assert answer_choices("Who is the mother of the director of film Alpha?") == []
+    schema = answer_schema(3, answer_choices("Was Ann Lee or Bob Roe born first?")).model_json_schema()
+    assert schema["properties"]["answer"]["enum"] == ["Ann Lee", "Bob Roe"]
+    assert "enum" not in answer_schema(3).model_json_schema()["properties"]["answer"]
 
 
 def test_an_option_question_answered_with_a_related_name_gets_the_option_the_facts_tie_it_to():

@@ -8,7 +8,8 @@ answer wanted and writing the deciding facts first gives a small model room to c
 follow a relation before it commits, and
 the facts with their ``[n]`` marks become the explanation shown beside the answer.
 
-``tidy_answer`` then does what needs no model: citation marks and trailing full stops
+A yes/no question or an "A or B" question constrains the answer to its choices
+(``answer_choices``): decoding cannot write anything else.  ``tidy_answer`` then does what needs no model: citation marks and trailing full stops
 go, a yes/no question gets "yes" or "no", and an "A or B" question gets the option it
 named, written as the question writes it.
 """
@@ -18,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Mapping
 
-from helpers.answer_text import normalise, question_options
+from helpers.answer_text import answer_choices, is_yes_no_question, normalise, question_options
 from helpers.errors import BudgetExceededError, StructuredOutputError
 from helpers.knowledge.retrieval import fit_chunks, numbered_chunks
 from helpers.models.llm import LLM
@@ -26,10 +27,9 @@ from helpers.prompts import PromptSet, as_prompt_set, prompt_version, render
 from helpers.results import CITATION, Hit, TraceStep, hit_summary, traced
 from helpers.strategies.reports import answer_schema, cite_marks, clean_text
 
-NOTHING_FOUND = "not found"
+NOT_FOUND = "not found"  # the short answer when nothing answers the question
 FACTS_TOKENS = 220  # room for the facts and the answer; the answer is read at temperature 0
 _FACT_END = re.compile(r"(?<=[.!?;])\s+")  # where the facts are split into single facts
-_YES_NO_OPENERS = re.compile(r"^(is|are|was|were|do|does|did|has|have|had|can|could|will|would|should)\b", re.I)
 
 
 @dataclass
@@ -38,11 +38,6 @@ class ShortAnswer:
 
     answer: str
     explanation: str = ""
-
-
-def is_yes_no_question(question: str) -> bool:
-    """A question answered by yes or no ("Are both films from the same country?")."""
-    return bool(_YES_NO_OPENERS.match(question.strip())) and not question_options(question)
 
 
 def tidy_answer(answer: str, question: str, facts: str = "") -> str:
@@ -88,7 +83,7 @@ def read_short_answer(llm: LLM, question: str, hits: list[Hit], max_chunks: int 
             answer, explanation, used = _read(llm, question, hits, max_chunks, step, prompts, entry)
         else:
             entry.notes.append("nothing was found to read; no model call")
-            answer, explanation, used = NOTHING_FOUND, "The search found no passage to answer from.", []
+            answer, explanation, used = NOT_FOUND, "The search found no passage to answer from.", []
         entry.parsed = {"answer": answer, "explanation": explanation}
     return ShortAnswer(answer, explanation), used, trace[0]
 
@@ -107,7 +102,7 @@ def _read(llm: LLM, question: str, hits: list[Hit], max_chunks: int, step: str, 
                                                          sources=sources)}]
     entry.kept = [hit_summary(h) for h in used]
     try:
-        reply = llm.structured(entry.messages, answer_schema(len(used)), step=step, max_tokens=FACTS_TOKENS,
+        reply = llm.structured(entry.messages, answer_schema(len(used), answer_choices(question)), step=step, max_tokens=FACTS_TOKENS,
                                temperature=0.0)
         entry.raw = reply.raw
         facts, said = clean_text(reply.value.facts), clean_text(reply.value.answer)
@@ -119,7 +114,7 @@ def _read(llm: LLM, question: str, hits: list[Hit], max_chunks: int, step: str, 
                                                              question=question, sources=sources)}]
         entry.raw = explanation = llm.chat(entry.messages, step=step).strip()
         said = re.split(r"(?<=[.!?])\s", explanation, maxsplit=1)[0]
-    answer = tidy_answer(said, question, explanation) or NOTHING_FOUND
+    answer = tidy_answer(said, question, explanation) or NOT_FOUND
     if answer != said:
         entry.notes.append(f"answer tidied: {said!r} -> {answer!r}")
     return answer, explanation, used

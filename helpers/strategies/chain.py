@@ -33,9 +33,10 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, create_model
 
-from helpers.answer_text import earliest_or_latest, parse_date, question_options, wants_earlier
+from helpers.answer_text import (answer_choices, drop_echo, earliest_or_latest, is_yes_no_question, parse_date,
+                                 question_options, wants_earlier)
 from helpers.config import Config
 from helpers.errors import BudgetExceededError, DeepSearchLabError, StructuredOutputError
 from helpers.knowledge.embeddings import Embedder, get_embedder
@@ -45,10 +46,10 @@ from helpers.knowledge.vectorstore import open_store
 from helpers.models.llm import LLM, Budget, make_llm
 from helpers.prompts import PromptSet, as_prompt_set, fence, prompt_version, render
 from helpers.results import Hit, Result, TraceStep, hit_summary, traced
-from helpers.strategies.answer import is_yes_no_question, tidy_answer
+from helpers.strategies.answer import NOT_FOUND, tidy_answer
 from helpers.strategies.evidence import EvidenceLog
+from helpers.strategies.reports import ASKS_FOR, answer_field
 
-NOT_FOUND = "not found"
 _REFERENCE = re.compile(r"#(\d+)")
 
 
@@ -59,11 +60,6 @@ class Plan(BaseModel):
 
 class StepAnswer(BaseModel):
     answer: str = Field(description="a few words copied from the results, or 'not found'")
-
-
-class FinalAnswer(BaseModel):
-    asks_for: str = Field(description="what the answer must be: a date, a place, a person, yes or no...")
-    answer: str = Field(description="the answer alone")
 
 
 @dataclass
@@ -169,7 +165,8 @@ def step_entities(step: str, names: list[str], hops: list[Hop]) -> list[str]:
 
 def read_answer(llm: LLM, hop: Hop, passages: int = 3, passage_chars: int = 600,
                 template: str | None = None) -> tuple[str, TraceStep]:
-    """The answer to one simple step, read off its best ``passages`` hits (or "not found")."""
+    """The answer to one simple step, read off its best ``passages`` hits (or "not found"), without
+    a first part that repeats the step (``drop_echo``)."""
     trace: list[TraceStep] = []
     shown = hop.hits[:passages]
     with traced(trace, llm.ledger, "read", query=hop.query) as entry:
@@ -181,7 +178,9 @@ def read_answer(llm: LLM, hop: Hop, passages: int = 3, passage_chars: int = 600,
         entry.kept = [hit_summary(h) for h in shown]
         try:
             reply = llm.structured(entry.messages, StepAnswer, step="read", max_tokens=48, temperature=0.0)
-            entry.raw, answer = reply.raw, " ".join(reply.value.answer.split()).strip(" .")
+            entry.raw, answer = reply.raw, drop_echo(" ".join(reply.value.answer.split()).strip(" ."), hop.query)
+            if answer != reply.value.answer.strip(" ."):
+                entry.notes.append(f"the part that repeats the step was dropped: {answer!r}")
         except StructuredOutputError as exc:
             entry.raw, answer = exc.raw_replies[-1] if exc.raw_replies else "", NOT_FOUND
             entry.notes.append(f"no valid reply ({exc.last_error}); counted as not found")
@@ -206,24 +205,6 @@ def step_subjects(hops: list[Hop], names: list[str]) -> list[str | None]:
                 subject = subjects[hops.index(ref)]
         subjects.append(subject)
     return subjects
-
-
-def chosen_option(answer: str, question: str, names: list[str], hops: list[Hop]) -> str | None:
-    """The option a "which of A or B" answer stands for, when the answer names none of them.
-
-    A small model asked which of two films has the older director often answers with the
-    director or the date; the step that found that fact tells which film it belongs to."""
-    options = [n for n in names if title_key(n) in title_key(question)]
-    if " or " not in question or len(options) < 2 or any(title_key(o) in title_key(answer) for o in options):
-        return None
-    said = title_key(answer)
-    if len(said) < 3:
-        return None
-    for hop, subject in zip(hops, step_subjects(hops, names)):
-        found = title_key(hop.answer)
-        if subject in options and hop.answered and len(found) >= 3 and (found in said or said in found):
-            return subject
-    return None
 
 
 def compared_by_dates(question: str, names: list[str], hops: list[Hop]) -> str | None:
@@ -274,7 +255,8 @@ def answer_from_facts(llm: LLM, question: str, hops: list[Hop],
         entry.messages = [{"role": "user", "content": render("chain_answer", template, question=question,
                                                              facts=fence(facts_text(hops)))}]
         try:
-            reply = llm.structured(entry.messages, FinalAnswer, step="answer", max_tokens=80, temperature=0.0)
+            schema = create_model("FinalAnswer", asks_for=ASKS_FOR, answer=answer_field(answer_choices(question)))
+            reply = llm.structured(entry.messages, schema, step="answer", max_tokens=80, temperature=0.0)
             entry.raw, answer = reply.raw, " ".join(reply.value.answer.split())
         except StructuredOutputError as exc:
             entry.raw = exc.raw_replies[-1] if exc.raw_replies else ""
@@ -282,6 +264,20 @@ def answer_from_facts(llm: LLM, question: str, hops: list[Hop],
             entry.notes.append(f"no valid answer ({exc.last_error}); answering with the facts themselves")
         entry.parsed = answer
     return answer, trace[0]
+
+
+def final_answer(llm: LLM, question: str, steps: list[str], names: list[str], hops: list[Hop],
+                 template: str | None = None) -> tuple[str, TraceStep]:
+    """The chain's answer from its steps' findings: the last step's answer for one chain of steps
+    (``chained_answer``), the option the dates decide for a which-came-first question
+    (``compared_by_dates``), else one call (``answer_from_facts``)."""
+    if (last := chained_answer(question, steps, hops)) is not None:
+        return last, TraceStep("answer", len(hops), parsed=last, notes=[
+            "one chain of steps: its last step's answer is the answer (no call)"])
+    if (option := compared_by_dates(question, names, hops)) is not None:
+        return option, TraceStep("answer", len(hops), parsed=option, notes=[
+            "the dates the steps found decide the comparison (no call)"])
+    return answer_from_facts(llm, question, hops, template)
 
 
 def run_chain(question: str, config: Config, *, llm: LLM | None = None, store: VectorStore | None = None,
@@ -326,20 +322,8 @@ def run_chain(question: str, config: Config, *, llm: LLM | None = None, store: V
             if hop.answered and is_bridge(number, steps):  # the entity found, searched on its own (no call)
                 evidence.add(hop.answer, search_step(store, embedder, hop.answer, names, config, result.trace,
                                                      number, [hop.answer]))
-        if (last := chained_answer(question, steps, hops)) is not None:
-            answer = last
-            result.trace.append(TraceStep("answer", len(hops), parsed=answer, notes=[
-                "one chain of steps: its last step's answer is the answer (no call)"]))
-        elif (option := compared_by_dates(question, mentioned, hops)) is not None:
-            answer = option
-            result.trace.append(TraceStep("answer", len(hops), parsed=answer, notes=[
-                "the dates the steps found decide the comparison (no call)"]))
-        elif any(hop.answered for hop in hops):
-            answer, entry = answer_from_facts(llm, question, hops, prompts.template("chain_answer"))
-            if option := chosen_option(answer, question, mentioned, hops):
-                entry.notes.append(f"{answer!r} was found for {option!r}, one of the options the question "
-                                   "gives: answered with it")
-                answer = option
+        if any(hop.answered for hop in hops):
+            answer, entry = final_answer(llm, question, steps, mentioned, hops, prompts.template("chain_answer"))
             result.trace.append(entry)
     except BudgetExceededError as exc:
         result.trace.append(TraceStep("budget", notes=[f"{exc}; answering with the facts found"]))

@@ -92,14 +92,26 @@ def report_schema(source_count: int) -> type[BaseModel]:
                         sections=(list[section], Field(..., min_length=1)))
 
 
-def answer_schema(source_count: int, answer_chars: int = 120) -> type[BaseModel]:
-    """What the question asks for, the facts that decide it (with [n] marks), the answer alone (at
-    most ``answer_chars`` characters) and the sources both rest on (none when the sources do not answer)."""
+def answer_field(choices: list[str] | tuple[str, ...] = (), answer_chars: int = 120) -> tuple:
+    """The ``answer`` field of a short-answer schema: one of ``choices`` when the question gives
+    them (yes/no, or the two options of an "A or B" question: decoding cannot leave them), else
+    the answer alone in at most ``answer_chars`` characters."""
+    if choices:
+        return Literal[tuple(choices)], Field(..., description="the answer: one of the choices the question gives")
+    return str, Field(..., **plain("the answer alone: a name, date, place, number, yes or no", answer_chars))
+
+
+ASKS_FOR = (str, Field(..., **plain("what the answer must be: a date, a place, a person, yes or no...", 80)))
+
+
+def answer_schema(source_count: int, choices: list[str] | tuple[str, ...] = (),
+                  answer_chars: int = 120) -> type[BaseModel]:
+    """What the question asks for, the facts that decide it (with [n] marks), the answer alone
+    (see ``answer_field``) and the sources both rest on (none when the sources do not answer)."""
     return create_model(
-        "ShortAnswerReply",
-        asks_for=(str, Field(..., **plain("what the answer must be: a date, a place, a person, yes or no...", 80))),
+        "ShortAnswerReply", asks_for=ASKS_FOR,
         facts=(str, Field(..., **plain("the facts from the sources that decide the answer, with [n] marks"))),
-        answer=(str, Field(..., **plain("the answer alone: a name, date, place, number, yes or no", answer_chars))),
+        answer=answer_field(choices, answer_chars),
         sources=(list[_source_numbers(source_count)], Field(default_factory=list)))
 
 
