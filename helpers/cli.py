@@ -171,13 +171,14 @@ def _query(args: argparse.Namespace) -> None:
 def _demo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fast", action="store_true", help="the small model and small budgets (a quick look)")
     p.add_argument("--out", default="outputs/simpsons", help="where to write report.md, trace.json, steps.png")
+    p.add_argument("--quiet", action="store_true", help="print the log of the steps after the run, not as they end")
 
 
 @command("demo", "the Simpsons demo: ingest if needed, ask the question, write report, trace and plot",
          _demo_args)
 def _demo(args: argparse.Namespace) -> None:
     from helpers.demo import run_demo
-    run_demo(load_config(overrides=_overrides(args)), args.out)
+    run_demo(load_config(overrides=_overrides(args)), args.out, quiet=args.quiet)
 
 
 def _eval_args(p: argparse.ArgumentParser) -> None:

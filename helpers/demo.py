@@ -10,15 +10,20 @@ from pathlib import Path
 from helpers.config import Config
 from helpers.evaluation.plots import plot_steps
 from helpers.knowledge.ingest import ingest_manifest
-from helpers.results import Result
-from helpers.strategies.pipeline import run_log, run_pipeline
+from helpers.lab.display import step_line
+from helpers.results import Result, on_each_step
+from helpers.strategies.pipeline import run_pipeline
+from helpers.strategies.run_log import run_log
 
 DEMO_QUESTION = "How have The Simpsons changed over time?"
 # the seed blog's reference run (DeepSeek-R1 on SambaNova), for comparison
 SEED_RUN = {"calls": 65, "prompt_tokens": 25_000, "completion_tokens": 22_000}
 
 
-def run_demo(config: Config, out: str | Path = "outputs/simpsons", question: str = DEMO_QUESTION) -> Result:
+def run_demo(config: Config, out: str | Path = "outputs/simpsons", question: str = DEMO_QUESTION,
+             quiet: bool = False) -> Result:
+    """Run the demo, printing each step as it ends (what it did and its seconds); ``quiet`` prints
+    the log once the run is over instead."""
     out_dir = config.resolve_path(str(out))
     out_dir.mkdir(parents=True, exist_ok=True)
     print(f"Knowledge base: {config.resolve_path(config.vector_db.uri)}")
@@ -26,11 +31,18 @@ def run_demo(config: Config, out: str | Path = "outputs/simpsons", question: str
         print("  " + report.summary().replace("\n", "\n  "))
     print(f"\nModel: {config.llm.model} ({config.llm.provider}); question: {question}\n")
     started = time.perf_counter()
-    result = run_pipeline(question, config)
+    if quiet:
+        result = run_pipeline(question, config)
+    else:
+        print("What the search does, step by step:")
+        with on_each_step(lambda step: print("  " + step_line(step), flush=True)):
+            result = run_pipeline(question, config)
+        print()
     (out_dir / "report.md").write_text(result.report_markdown())
     result.save(out_dir / "trace.json")
     plot_steps(result, out_dir / "steps.png")
-    print("What the search did:\n  " + "\n  ".join(run_log(result.trace)) + "\n")
+    if quiet:
+        print("What the search did:\n  " + "\n  ".join(run_log(result.trace)) + "\n")
     print(result.report_markdown())
     print(result.usage.table())
     print(f"\nwall time {time.perf_counter() - started:.0f} s; the seed blog's run used "

@@ -218,7 +218,10 @@ def test_each_step_is_heard_as_it_ends():
     with traced(trace, None, "synthesize"):
         pass
     assert heard == ["retrieve", "reflect"]
-    assert step_line(trace[1]) == "reflect #2: 0 call(s), 0+0 tokens, 0.0 s · no gaps: the loop ends"
+    assert step_line(trace[1]) == "[round 2] no gap found: the search stops · 0 call(s), 0+0 tokens, 0.0 s"
+    with traced(trace, None, "search", iteration=1) as entry:   # a step the log does not describe
+        entry.notes.append("pages found by title: Springfield")
+    assert step_line(trace[3]) == "search #1: pages found by title: Springfield · 0 call(s), 0+0 tokens, 0.0 s"
 
 
 def test_citation_helpers():

@@ -10,6 +10,7 @@ from typing import Any, Callable, Iterable
 from helpers.lab.workspace import lab_prompts, save_prompt
 from helpers.prompts import get_prompt
 from helpers.results import CITATION, on_each_step
+from helpers.strategies.run_log import step_log
 
 
 # -- tables -------------------------------------------------------------------------------
@@ -117,11 +118,11 @@ _PANELS: list[Callable[[], str | None]] = []  # each Run button's action, in the
 
 
 def step_line(step) -> str:
-    """One line for a finished step: name, round, calls, tokens, seconds, first note."""
+    """One line for a finished step: what it did (``step_log``), or its name and first note; then
+    its calls, tokens and seconds."""
     where = f" #{step.iteration}" if step.iteration else ""
-    note = f" · {step.notes[0][:100]}" if step.notes else ""
-    return (f"{step.step}{where}: {step.calls} call(s), {step.prompt_tokens}+{step.completion_tokens} tokens, "
-            f"{step.seconds:.1f} s{note}")
+    what = step_log(step) or f"{step.step}{where}" + (f": {step.notes[0][:100]}" if step.notes else "")
+    return f"{what} · {step.calls} call(s), {step.prompt_tokens}+{step.completion_tokens} tokens, {step.seconds:.1f} s"
 
 
 def stream_steps():

@@ -517,34 +517,3 @@ def _search_loop(llm: LLM, question: str, config: Config, store: VectorStore, em
     if unjudged:
         trace.append(TraceStep("budget", notes=[f"{len(unjudged)} chunk(s) were not judged (no budget left); "
                                                 "they stay in the evidence"]))
-
-
-def run_log(trace: list[TraceStep]) -> list[str]:
-    """A pipeline run as a log a reader can follow, one line per step, like the seed write-up's:
-    the sub-queries, each route, the passages each search found, what the judge kept, the gap
-    queries of each round, then the report's steps."""
-    lines = []
-    for t in trace:
-        where = f"[round {t.iteration}] " if t.iteration else ""
-        if t.step == "decompose":
-            lines.append(f"sub-queries: {t.parsed}")
-        elif t.step == "route":
-            routes = ", ".join(f"{r['collection']} ({r['query']!r})" for r in t.parsed or []) or "no collection"
-            lines.append(f"{where}route {t.inputs.get('subquery')!r} -> {routes}")
-        elif t.step == "retrieve":
-            titles = list(dict.fromkeys(h["title"] for h in t.kept))
-            lines.append(f"{where}found {len(t.kept)} passage(s): {'; '.join(titles[:4])}"
-                         + (f" and {len(titles) - 4} more" if len(titles) > 4 else ""))
-        elif t.step == "relevance":
-            lines.append(f"{where}judged: kept {len(t.kept)}, set aside {len(t.dropped)}")
-        elif t.step == "reflect":
-            lines.append(f"{where}gap queries: {t.parsed}" if t.parsed else f"{where}no gap found: the search stops")
-        elif t.step == "section":
-            parsed = t.parsed or {}
-            lines.append(f"section {parsed.get('heading', t.inputs.get('topic'))!r}: "
-                         f"{len(parsed.get('points', []))} point(s) kept")
-        elif t.step in ("overview", "synthesize"):
-            lines.append(f"{t.step}: written ({t.completion_tokens} tokens)")
-        elif t.step in ("budget", "outline"):
-            lines.append(f"{where}{t.step}: {'; '.join(t.notes)}")
-    return lines
