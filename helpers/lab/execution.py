@@ -4,6 +4,7 @@ rendered series a learner can read without running anything (``render_notebooks`
 from __future__ import annotations
 
 import datetime
+import hashlib
 import html
 import json
 import os
@@ -161,6 +162,23 @@ def execute_notebooks(paths: Iterable[str | Path] | None = None, out_dir: str | 
     return runs
 
 
+def cells_hash(source: str | Path) -> str:
+    """A short hash of a notebook's cells (their kinds and sources; outputs and metadata left
+    out): a rendered page records it, so a page older than its notebook is found."""
+    text = Path(source).read_text(encoding="utf-8") if isinstance(source, Path) else source
+    cells = [(c["cell_type"], "".join(c["source"])) for c in json.loads(text)["cells"]]
+    return hashlib.sha256(json.dumps(cells).encode()).hexdigest()[:12]
+
+
+def stale_pages(folder: str | Path) -> list[str]:
+    """The pages of a rendered folder whose notebook has changed since they were rendered (or
+    that record no hash of its cells), by notebook name."""
+    index = Path(folder) / "index.json"
+    pages = json.loads(index.read_text(encoding="utf-8")) if index.exists() else {}
+    current = {path.stem: cells_hash(path) for path in notebook_paths()}
+    return [name for name, page in sorted(pages.items()) if page.get("cells") != current.get(name)]
+
+
 def _stamp(fast: bool) -> dict[str, str]:
     """What a rendering was made from: commit, date, model, mode and machine."""
     try:
@@ -178,7 +196,8 @@ def render_notebooks(out_dir: str | Path, *, fast: bool, timeout: int = 900,
                      paths: Iterable[str | Path] | None = None) -> list[NotebookRun]:
     """Execute the series (or ``paths``) and write each notebook as a plain HTML page (outputs
     included) as soon as it has run, with an ``index.html`` listing every page in the folder and
-    the commit, date, model and machine each was made from (kept in ``index.json``).  So a slow
+    the commit, date, model and machine each was made from and a hash of its notebook's cells
+    (``cells_hash``; kept in ``index.json``).  So a slow
     machine can render the series in parts, and an interrupted render keeps the pages it finished.
     The stored notebooks stay without outputs; this folder is what a learner reads without running
     anything."""
@@ -197,8 +216,10 @@ def render_notebooks(out_dir: str | Path, *, fast: bool, timeout: int = 900,
             body, _ = exporter.from_notebook_node(nbformat.read(run.executed, as_version=4))
             run.html, run.executed = out / f"{run.name}.html", None
             write_atomically(run.html, f"<p><i>Rendered from commit {stamp['commit']} on {stamp['date']}, "
-                                       f"{html.escape(stamp['mode'])}, model {stamp['model']}.</i></p>\n{body}")
-            pages[run.name] = {**stamp, "run": "ok" if run.ok else "FAILED", "seconds": round(run.seconds)}
+                                       f"{html.escape(stamp['mode'])}, model {stamp['model']}, "
+                                       f"cells {cells_hash(Path(path))}.</i></p>\n{body}")
+            pages[run.name] = {**stamp, "cells": cells_hash(Path(path)), "run": "ok" if run.ok else "FAILED",
+                               "seconds": round(run.seconds)}
             write_atomically(index, json.dumps(dict(sorted(pages.items())), indent=1))
             write_atomically(out / "index.html", _index_page(pages))
             runs.append(run)
@@ -207,7 +228,7 @@ def render_notebooks(out_dir: str | Path, *, fast: bool, timeout: int = 900,
 
 def _index_page(pages: dict[str, dict]) -> str:
     """The rendered folder's index: one row per page, with what it was made from."""
-    columns = ["run", "seconds", "commit", "date", "model", "mode", "machine"]
+    columns = ["run", "seconds", "commit", "cells", "date", "model", "mode", "machine"]
     head = "".join(f"<th>{c}</th>" for c in ["notebook", *columns])
     rows = "".join(f"<tr><td><a href='{name}.html'>{name}</a></td>"
                    + "".join(f"<td>{html.escape(str(page.get(c, '')))}</td>" for c in columns) + "</tr>"
