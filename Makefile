@@ -25,7 +25,7 @@ lab: setup
 	  echo "lab: FAST mode (DSL_FAST=$$DSL_FAST): the 0.5B model, small budgets, few questions"; \
 	else \
 	  echo "lab: FULL mode: the 1.5B model and full budgets (some notebooks run for many minutes);"; \
-	  echo "     for quick runs start it as: DSL_FAST=1 make lab"; \
+	  echo "     for quick runs start it as: DSL_FAST=1 make lab, or set MODE = \"fast\" at the top of a notebook"; \
 	fi
 	$(PY) -m jupyter lab notebooks $(if $(filter 0,$(shell id -u)),--allow-root,)
 

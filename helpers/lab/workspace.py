@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from helpers.config import PROJECT_ROOT, Config, fast_mode, is_server_uri, load_config, with_overrides
+from helpers.errors import InputError
 from helpers.prompts import PromptSet, prompt_version
 
 NOTEBOOK_DIR = PROJECT_ROOT / "notebooks"
@@ -184,6 +185,25 @@ def collection_vectors(store, name: str) -> tuple[list[dict], "Any"]:
 
     rows = list(store.rows(name, ["vector", "title", "section", "source"]))
     return rows, np.asarray([row["vector"] for row in rows], dtype=np.float32)
+
+
+def choose_mode(notebook: str, mode: str | None = None) -> str:
+    """Set this kernel's mode ("fast": the 0.5B model and small budgets; "full": the default model
+    and budgets; None: as ``DSL_FAST`` says) and say what it is and how long this notebook took in
+    its last rendering in that mode, on which machine."""
+    if mode not in (None, "fast", "full"):
+        raise InputError(f"MODE must be 'fast', 'full' or None, not {mode!r}")
+    if mode is not None:
+        os.environ["DSL_FAST"] = "1" if mode == "fast" else "0"
+    folder = "fast" if fast_mode() else "full"
+    index = NOTEBOOK_DIR / "rendered" / folder / "index.json"
+    page = (json.loads(index.read_text(encoding="utf-8")) if index.exists() else {}).get(notebook)
+    said = ("FAST mode: the 0.5B model, small budgets, few questions" if folder == "fast" else
+            "FULL mode: the default model and budgets")
+    if page is None:
+        return f"{said}. (No rendering of this notebook in this mode yet: see 'What it costs' above.)"
+    return (f"{said}. Its last rendering in this mode ran for {page['seconds'] / 60:.1f} min on "
+            f"{page['machine']} ({page['date']}). Set MODE above to switch, then run from the top.")
 
 
 def config_summary(config: Config) -> str:
