@@ -172,13 +172,15 @@ def _demo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fast", action="store_true", help="the small model and small budgets (a quick look)")
     p.add_argument("--out", default="outputs/simpsons", help="where to write report.md, trace.json, steps.png")
     p.add_argument("--quiet", action="store_true", help="print the log of the steps after the run, not as they end")
+    p.add_argument("--prompts", help="a JSON file of edited prompts ({name: text}, e.g. saved by a notebook)")
 
 
 @command("demo", "the Simpsons demo: ingest if needed, ask the question, write report, trace and plot",
          _demo_args)
 def _demo(args: argparse.Namespace) -> None:
     from helpers.demo import run_demo
-    run_demo(load_config(overrides=_overrides(args)), args.out, quiet=args.quiet)
+    run_demo(load_config(overrides=_overrides(args)), args.out, quiet=args.quiet,
+             prompts=PromptSet.load(args.prompts) if args.prompts else None)
 
 
 def _eval_args(p: argparse.ArgumentParser) -> None:

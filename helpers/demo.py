@@ -11,6 +11,7 @@ from helpers.config import Config
 from helpers.evaluation.plots import plot_steps
 from helpers.knowledge.ingest import ingest_manifest
 from helpers.lab.display import step_line
+from helpers.prompts import PromptSet
 from helpers.results import Result, on_each_step
 from helpers.strategies.pipeline import run_pipeline
 from helpers.strategies.run_log import run_log
@@ -21,22 +22,25 @@ SEED_RUN = {"calls": 65, "prompt_tokens": 25_000, "completion_tokens": 22_000}
 
 
 def run_demo(config: Config, out: str | Path = "outputs/simpsons", question: str = DEMO_QUESTION,
-             quiet: bool = False) -> Result:
+             quiet: bool = False, prompts: PromptSet | None = None) -> Result:
     """Run the demo, printing each step as it ends (what it did and its seconds); ``quiet`` prints
-    the log once the run is over instead."""
+    the log once the run is over instead.  ``prompts``: edited prompts (e.g. a notebook's saved set)."""
     out_dir = config.resolve_path(str(out))
     out_dir.mkdir(parents=True, exist_ok=True)
     print(f"Knowledge base: {config.resolve_path(config.vector_db.uri)}")
     for report in ingest_manifest(config):
         print("  " + report.summary().replace("\n", "\n  "))
-    print(f"\nModel: {config.llm.model} ({config.llm.provider}); question: {question}\n")
+    print(f"\nModel: {config.llm.model} ({config.llm.provider}); question: {question}")
+    if prompts is not None and prompts.edited:
+        print("Edited prompts: " + ", ".join(prompts.version(name) for name in prompts.edited))
+    print()
     started = time.perf_counter()
     if quiet:
-        result = run_pipeline(question, config)
+        result = run_pipeline(question, config, prompts=prompts)
     else:
         print("What the search does, step by step:")
         with on_each_step(lambda step: print("  " + step_line(step), flush=True)):
-            result = run_pipeline(question, config)
+            result = run_pipeline(question, config, prompts=prompts)
         print()
     (out_dir / "report.md").write_text(result.report_markdown())
     result.save(out_dir / "trace.json")
