@@ -24,7 +24,9 @@ from llama_cpp import Llama, LlamaGrammar
 
 from helpers.errors import StructuredOutputError
 from helpers.models.llm import LLM, get_backend
-from helpers.strategies.pipeline import Gaps, SubQueries, route_schema
+from helpers.strategies.decompose import SubQueries
+from helpers.strategies.reflect import Gaps
+from helpers.strategies.route import route_schema
 
 PROMPT = ("Write a short paragraph on how animated television production changed when studios moved "
           "from hand-painted cels to digital ink and paint. " * 4)

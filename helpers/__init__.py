@@ -8,7 +8,8 @@ Layers, lowest first; a module imports only from its own layer or lower ones
 2. ``models/``: chat backends, structured output, model files, usage ledger
 3. ``results``: the records every strategy shares (``Hit``, ``Source``, ``TraceStep``, ``Result``)
 4. ``knowledge/``: loaders, chunking, embeddings, the vector store, ingest, retrieval
-5. ``strategies/``: naive RAG, the pipeline, chain search, the agent, reports
+5. ``strategies/``: naive RAG, the pipeline (each step in its own module: decompose, route,
+   retrieve, relevance, reflect, synthesize), chain search, the agent, the answer step, reports
 6. ``evaluation/``: the harness, answer scores (EM/F1), the oracle reader, plots
 7. ``lab/``: notebook tooling
 8. ``cli``, ``demo``, ``__main__``: entry points

@@ -12,7 +12,9 @@ from helpers.knowledge.ingest import ingest
 from helpers.models.llm import LLM, Budget
 from helpers.results import Result
 from helpers.strategies.naive import run_naive
-from helpers.strategies.pipeline import NOTHING_FOUND, retrieve, run_pipeline
+from helpers.strategies.pipeline import run_pipeline
+from helpers.strategies.retrieve import retrieve
+from helpers.strategies.synthesize import NOTHING_FOUND
 
 QUESTION = "How have The Simpsons changed over time?"
 GOOD = {

@@ -16,7 +16,7 @@
     -> one short call for the overview, written from the section texts (a sentence with a
        number the sections do not state is dropped)
 
-The single-prompt report (``pipeline.synthesize``) asks the model to hold twelve
+The single-prompt report (``synthesize.synthesize``) asks the model to hold twelve
 passages and the whole structure at once; a 1.5B model then repeats itself, drifts
 from its sources and runs out of reply room mid-sentence.  Here each call sees a few
 passages and writes a few sentences, and the code owns the structure and the checks.
