@@ -55,3 +55,28 @@ def test_every_module_has_a_layer():
     for path in PACKAGE.rglob("*.py"):
         relative = path.relative_to(PACKAGE.parent).with_suffix("")
         layer_of(".".join(relative.parts).removesuffix(".__init__"))
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Module -> the helpers modules it imports (at the top or inside a function)."""
+    modules = {".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__"): p
+               for p in PACKAGE.rglob("*.py")}
+    return {name: {m for m in imports_of(path) if m in modules and m != name} for name, path in modules.items()}
+
+
+def test_no_import_circles():
+    graph, circles = module_graph(), []
+
+    def visit(module: str, path: list[str], done: set[str]) -> None:
+        for imported in sorted(graph[module]):
+            if imported in path:
+                circles.append(" -> ".join(path[path.index(imported):] + [imported]))
+            elif imported not in done:
+                visit(imported, path + [imported], done)
+        done.add(module)
+
+    done: set[str] = set()
+    for module in sorted(graph):
+        if module not in done:
+            visit(module, [module], done)
+    assert not circles, "import circles:\n" + "\n".join(circles)
