@@ -119,7 +119,7 @@ class AgentConfig(BaseModel):
     queue_policy: Literal["front", "rotate"] = "front"
     max_gap_questions: int = Field(4, ge=0)
     dedup_threshold: float = Field(0.86, ge=0.0, le=1.0)
-    web_search: bool = False
+    web_search_url: str = ""  # a SearXNG instance (e.g. http://127.0.0.1:8888) the agent may search; "": off
 
 
 class Config(BaseModel):

@@ -4,11 +4,15 @@ knowledge base; plus one end-to-end run with the real 0.5B model (slow)."""
 from __future__ import annotations
 
 import json
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from types import SimpleNamespace
+from urllib.parse import parse_qs, urlparse
 
 import pytest
 from pydantic import ValidationError
 from scripted import StepScriptedBackend
+from servers import free_port
 
 from helpers.config import load_config, with_overrides
 from helpers.errors import BackendUnreachableError, BudgetExceededError
@@ -16,6 +20,7 @@ from helpers.knowledge.embeddings import get_embedder
 from helpers.knowledge.query_dedup import QueryDeduper
 from helpers.knowledge.retrieval import interleave
 from helpers.knowledge.store import VectorStore
+from helpers.knowledge.web import WebSearchUnavailable, web_search
 from helpers.models.llm import LLM
 from helpers.prompts import prompt_version
 from helpers.results import Hit, cited_numbers
@@ -471,17 +476,58 @@ def test_a_backend_failure_is_reported_and_still_answered_from_memory(embedder):
     assert result.steps("fallback") and result.cited_sources
 
 
-def test_web_search_offline_is_noted_and_the_run_goes_on(embedder):
-    reply = json.dumps({"action": "search", "queries": ["simpsons ratings"], "web": True})
-    script = {"action": [reply], "rewrite": [json.dumps({"queries": ["simpsons ratings households"]})],
+class SearxngHandler(BaseHTTPRequestHandler):
+    """Answers /search?q=...&format=json as a SearXNG instance does (its JSON API)."""
+    asked: list[str] = []
+
+    def do_GET(self):  # noqa: N802 (the name http.server calls)
+        query = parse_qs(urlparse(self.path).query)
+        type(self).asked.append(query["q"][0])
+        body = json.dumps({"query": query["q"][0], "results": [
+            {"title": "Simpsons ratings", "url": "https://example.org/ratings",
+             "content": "About 13 million households watched in season 4."}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def searxng():
+    server = HTTPServer(("127.0.0.1", free_port()), SearxngHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    server.server_close()
+
+
+WEB_SCRIPT = {"action": [json.dumps({"action": "search", "queries": ["simpsons ratings"], "web": True})],
+              "rewrite": [json.dumps({"queries": ["simpsons ratings households"]})],
               "beast answer": [answer(GOOD_ANSWER, [1])]}
-    result, backend = run_script(embedder, script, max_steps=3, web_search=True)
-    actions = backend.calls_for("action")
-    assert "web" in fields_of(actions[0]["schema"], "search")
+
+
+def test_web_search_through_searxng_adds_the_results_as_evidence(embedder, searxng):
+    assert "13 million households" in web_search("simpsons ratings", searxng)
+    result, backend = run_script(embedder, WEB_SCRIPT, max_steps=3, web_search_url=searxng)
+    assert "web" in fields_of(backend.calls_for("action")[0]["schema"], "search")
     web_items = [h for h in result.sources if h.collection == "web"]
-    noted = any("web search" in note for step in result.steps("search") for note in step.notes)
-    assert web_items or (noted and "web" not in fields_of(actions[1]["schema"], "search"))
-    assert result.answer
+    assert web_items and web_items[0].source == "web search: simpsons ratings households"
+    assert "13 million households" in backend.calls_for("beast answer")[0]["messages"][-1]["content"]
+    assert "simpsons ratings households" in SearxngHandler.asked          # the rewritten query went out
+
+
+def test_an_unreachable_web_search_is_noted_and_the_run_goes_on(embedder):
+    dead = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(WebSearchUnavailable, match="check that SearXNG runs there"):
+        web_search("simpsons", dead, timeout=2)
+    result, backend = run_script(embedder, WEB_SCRIPT, max_steps=3, web_search_url=dead)
+    actions = backend.calls_for("action")
+    assert not [h for h in result.sources if h.collection == "web"]
+    assert any("check that SearXNG runs there" in note for step in result.steps("search") for note in step.notes)
+    assert "web" not in fields_of(actions[1]["schema"], "search") and result.answer
 
 
 # memory and citations ------------------------------------------------------------------------------

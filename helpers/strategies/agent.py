@@ -106,7 +106,8 @@ class DeepSearchAgent:
         self.question_dedup = QueryDeduper(embedder, config.agent.dedup_threshold)
         self.question_dedup.remember([self.question])
         self.trace: list[TraceStep] = []
-        self.web_enabled = config.agent.web_search
+        self.web_url = config.agent.web_search_url
+        self.web_enabled = bool(self.web_url)
         self.step = 0
         self.answer_rejected = False  # the previous step's answer failed evaluation
         self.steps_since_answer = 0  # steps since the last answer attempt (``agent.draft_every``)
@@ -346,7 +347,7 @@ class DeepSearchAgent:
 
     def _web_search(self, query: str, notes: list[str]) -> list[int]:
         try:
-            text = web_search(query)
+            text = web_search(query, self.web_url)
         except WebSearchUnavailable as exc:
             notes.append(str(exc))
             self.web_enabled = False
@@ -355,6 +356,7 @@ class DeepSearchAgent:
         digest = hashlib.sha1(f"{query}\n{text}".encode()).hexdigest()[:16]
         hit = Hit(f"web-{digest}", text, 0.0, "web", f"web search: {query}", f"Web search: {query}", "", 0)
         numbers, new = self.memory.add_evidence([hit])
+        self.evidence.add(f"web: {query}", [hit])
         self.memory.knowledge.append(KnowledgeItem(f'What does the web say about "{query}"?',
                                                    f"[{numbers[0]}] {one_line(text, 1200)}", numbers, "web",
                                                    self.step))
