@@ -3,11 +3,12 @@ confusion matrix, citation checks) and widgets that never block headless executi
 (they only do work when a button is pressed)."""
 from __future__ import annotations
 
+import difflib
 import html
 import traceback
 from typing import Any, Callable, Iterable
 
-from helpers.lab.workspace import lab_prompts, save_prompt
+from helpers.lab.workspace import forget_prompt, lab_prompts, save_prompt
 from helpers.prompts import get_prompt
 from helpers.results import CITATION, on_each_step
 from helpers.strategies.run_log import step_log
@@ -196,8 +197,9 @@ def prompt_editor(template: str, run: Callable[[str], Any], *, label: str = "Run
 
 def prompt_browser(names: list[str], *, rows: int = 14):
     """Every prompt of a step, viewable and editable: a dropdown of prompt ``names``, the chosen one's text
-    (the lab's saved edit, else the shipped file) and a Save button that adds the edit to the lab's prompt
-    file, which notebook 07 loads and ``python -m helpers query|eval --prompts`` reads."""
+    (the lab's saved edit, else the shipped file), a Save button that adds the edit to the lab's prompt
+    file (which the notebooks' runs load and ``python -m helpers demo|query|eval --prompts`` reads), its
+    differences from the shipped text, and buttons that forget the saved edit or restore the shipped text."""
     import ipywidgets as widgets
 
     def text_of(name: str) -> str:
@@ -210,9 +212,20 @@ def prompt_browser(names: list[str], *, rows: int = 14):
     choice.observe(lambda change: setattr(editor, "value", text_of(change["new"])), names="value")
     save = _run_button("Save prompt", lambda button: _run_into(
         output, button, lambda: save_prompt(choice.value, editor.value)))
+    differences = _run_button("Differences", lambda button: _run_into(
+        output, button, lambda: print(prompt_diff(choice.value, editor.value))))
+    forget = _run_button("Forget saved edit", lambda button: _run_into(
+        output, button, lambda: forget_prompt(choice.value)))
     reset = widgets.Button(description="Shipped text", icon="undo")
     reset.on_click(lambda _: setattr(editor, "value", get_prompt(choice.value)))
-    return widgets.VBox([choice, editor, widgets.HBox([save, reset]), output])
+    return widgets.VBox([choice, editor, widgets.HBox([save, differences, forget, reset]), output])
+
+
+def prompt_diff(name: str, text: str) -> str:
+    """The lines ``text`` changes in the shipped prompt ``name`` (a unified diff), or that it changes none."""
+    lines = difflib.unified_diff(get_prompt(name).splitlines(), text.splitlines(), f"{name} (shipped)",
+                                 f"{name} (this text)", lineterm="")
+    return "\n".join(lines) or f"{name}: the same as the shipped text"
 
 
 def run_panel(run: Callable[..., Any], controls: dict[str, Any], *, label: str = "Run"):

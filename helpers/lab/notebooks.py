@@ -14,16 +14,16 @@
 """
 from helpers.config import fast_mode
 from helpers.lab.display import (check_citations, confusion_matrix, format_step, project_2d, prompt_browser,
-                                 prompt_editor, renumber_citations, run_panel, stream_steps, table_html, trace_viewer,
-                                 usage_table)
+                                 prompt_diff, prompt_editor, renumber_citations, run_panel, stream_steps, table_html,
+                                 trace_viewer, usage_table)
 from helpers.lab.execution import DEFAULT_OUT, NotebookRun, execute_notebook, execute_notebooks, kernel_env
 from helpers.lab.workspace import (DB_DIR_ENV, NOTEBOOK_DIR, PROMPTS_ENV, choose_mode, collection_vectors,
-                                   config_summary, environment_rows, knowledge_base, lab_prompts, milvus_path,
-                                   notebook_config, notebook_paths, prompts_file, save_prompt)
+                                   config_summary, environment_rows, forget_prompt, knowledge_base, lab_prompts,
+                                   milvus_path, notebook_config, notebook_paths, prompts_file, save_prompt)
 
-__all__ = ["DB_DIR_ENV", "DEFAULT_OUT", "NOTEBOOK_DIR", "NotebookRun", "PROMPTS_ENV", "check_citations", "choose_mode",
+__all__ = ["DB_DIR_ENV", "DEFAULT_OUT", "NOTEBOOK_DIR", "PROMPTS_ENV", "NotebookRun", "check_citations", "choose_mode",
            "collection_vectors", "config_summary", "confusion_matrix", "environment_rows", "execute_notebook",
-           "execute_notebooks", "fast_mode", "format_step", "kernel_env", "knowledge_base", "lab_prompts",
-           "milvus_path", "notebook_config", "notebook_paths", "project_2d", "prompt_browser", "prompt_editor",
-           "prompts_file", "renumber_citations", "run_panel", "save_prompt", "stream_steps", "table_html",
-           "trace_viewer", "usage_table"]
+           "execute_notebooks", "fast_mode", "forget_prompt", "format_step", "kernel_env", "knowledge_base",
+           "lab_prompts", "milvus_path", "notebook_config", "notebook_paths", "project_2d", "prompt_browser",
+           "prompt_diff", "prompt_editor", "prompts_file", "renumber_citations", "run_panel", "save_prompt",
+           "stream_steps", "table_html", "trace_viewer", "usage_table"]

@@ -38,6 +38,15 @@ def lab_prompts() -> PromptSet:
     return PromptSet.load(path) if path.exists() else PromptSet()
 
 
+def forget_prompt(name: str) -> str:
+    """Remove one saved edit from the lab's prompt file (the shipped text applies again); says what it did."""
+    saved = lab_prompts().edited
+    if name not in saved:
+        return f"{name}: no saved edit; the shipped text applies"
+    PromptSet({key: text for key, text in saved.items() if key != name}).save(prompts_file())
+    return f"{name}: saved edit removed from {prompts_file()}; the shipped text applies again"
+
+
 def save_prompt(name: str, text: str) -> str:
     """Add one edited prompt to the lab's prompt file, keeping the others saved there; says what it did."""
     path = PromptSet({**lab_prompts().edited, name: text}).save(prompts_file())
