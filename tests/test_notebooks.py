@@ -24,7 +24,7 @@ import pytest
 from servers import free_port
 
 from helpers.config import PROJECT_ROOT
-from helpers.lab.execution import venv_kernel_name
+from helpers.lab.execution import cells_hash, stale_pages, venv_kernel_name
 from helpers.lab.notebooks import (DB_DIR_ENV, NOTEBOOK_DIR, PROMPTS_ENV, check_citations, execute_notebook, kernel_env,
                                    lab_prompts, milvus_path, notebook_config, notebook_paths, prompts_file,
                                    renumber_citations, save_prompt)
@@ -167,7 +167,7 @@ def test_run_buttons_run_their_callback_and_report_errors():
     assert len(seen) == 2 and len(errors) == 1 and "ValueError: no such depth 3" in errors[0]
 
 
-def test_a_saved_prompt_reaches_the_lab_prompt_set(monkeypatch, tmp_path):
+def test_a_saved_prompt_reaches_the_lab_prompt_set(monkeypatch, tmp_path, capsys):
     """Notebook 05's Save button: the edited text joins the prompts saved before, in the file that
     notebook 07 (``lab_prompts``) and the CLI's ``--prompts`` read."""
     from helpers.lab import display
@@ -185,15 +185,22 @@ def test_a_saved_prompt_reaches_the_lab_prompt_set(monkeypatch, tmp_path):
     assert lab_prompts().version("reflect") != prompt_version("reflect")
 
     browser = display.prompt_browser(["chain_read", "reflect"])   # every prompt of a step, e.g. in notebook 10
-    choice, text, (save, shipped) = browser.children[0], browser.children[1], browser.children[2].children
+    choice, text = browser.children[0], browser.children[1]
+    save, differences, forget, shipped = browser.children[2].children
     choice.value = "reflect"
     assert text.value == "Find what is missing for $question."      # the saved edit, not the shipped file
+    assert "+Find what is missing for $question." in display.prompt_diff("reflect", text.value)
+    differences.click()
+    assert "reflect (shipped)" in capsys.readouterr().out          # printed into the output area in a notebook
     shipped.click()
-    assert text.value == get_prompt("reflect")
+    assert text.value == get_prompt("reflect") and "the same as the shipped text" in display.prompt_diff(
+        "reflect", text.value)
     choice.value = "chain_read"
     text.value = "Read $question again."
     save.click()
     assert lab_prompts().edited["chain_read"] == "Read $question again." and len(lab_prompts().edited) == 3
+    forget.click()                                                   # the saved chain_read edit goes
+    assert "chain_read" not in lab_prompts().edited and len(lab_prompts().edited) == 2
 
 
 def test_every_recorded_call_is_counted_for_the_cost_check():
@@ -202,6 +209,31 @@ def test_every_recorded_call_is_counted_for_the_cost_check():
     before = calls_in_process()
     UsageLedger().add(CallRecord("reflect", "scripted", "script", 10, 2, 0.1))
     assert calls_in_process() == before + 1
+
+
+def test_the_mode_cell_sets_the_mode_and_says_what_it_costs(monkeypatch):
+    from helpers.errors import InputError
+    from helpers.lab.notebooks import choose_mode, fast_mode
+    monkeypatch.setenv("DSL_FAST", "1")
+    assert choose_mode("01_knowledge_base").startswith("FAST mode") and fast_mode()
+    said = choose_mode("01_knowledge_base", "full")
+    assert said.startswith("FULL mode") and not fast_mode()
+    assert "min on" in choose_mode("01_knowledge_base", "fast")          # the fast page's measured time
+    with pytest.raises(InputError, match="MODE must be"):
+        choose_mode("01_knowledge_base", "quick")
+
+
+def test_a_page_records_its_notebooks_cells_not_its_outputs(tmp_path):
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(1)")])
+    path = tmp_path / "a.ipynb"
+    nbformat.write(notebook, path)
+    before = cells_hash(path)
+    notebook.cells[0].outputs = [nbformat.v4.new_output("stream", text="1\n")]
+    nbformat.write(notebook, path)
+    assert cells_hash(path) == before
+    notebook.cells[0].source = "print(2)"
+    nbformat.write(notebook, path)
+    assert cells_hash(path) != before
 
 
 def test_each_step_is_heard_as_it_ends():
