@@ -53,8 +53,7 @@ def question_options(question: str) -> list[str]:
 def is_yes_no_question(question: str) -> bool:
     """A question answered by yes or no ("Are both films from the same country?"), not a choice
     between two things ("Was Ann Lee or Bob Roe born first?")."""
-    return bool(_OPENERS.match(question.strip())) and not question_options(question) \
-        and not _OR.search(question)
+    return bool(_OPENERS.match(question.strip())) and not _OR.search(question)  # "A or B" offers options
 
 
 def answer_choices(question: str) -> list[str]:

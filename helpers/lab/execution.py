@@ -20,7 +20,7 @@ from typing import Iterable
 
 from helpers.config import PROJECT_ROOT, load_config
 from helpers.files import write_atomically
-from helpers.lab.workspace import PROMPTS_ENV, notebook_paths
+from helpers.lab.workspace import PROMPTS_ENV, notebook_paths, rendered_pages
 from helpers.models.llm import available_cores, cpu_name
 
 DEFAULT_OUT = PROJECT_ROOT / "outputs" / "notebooks"
@@ -173,10 +173,8 @@ def cells_hash(source: str | Path) -> str:
 def stale_pages(folder: str | Path) -> list[str]:
     """The pages of a rendered folder whose notebook has changed since they were rendered (or
     that record no hash of its cells), by notebook name."""
-    index = Path(folder) / "index.json"
-    pages = json.loads(index.read_text(encoding="utf-8")) if index.exists() else {}
     current = {path.stem: cells_hash(path) for path in notebook_paths()}
-    return [name for name, page in sorted(pages.items()) if page.get("cells") != current.get(name)]
+    return [name for name, page in sorted(rendered_pages(folder).items()) if page.get("cells") != current.get(name)]
 
 
 def _stamp(fast: bool) -> dict[str, str]:
@@ -206,7 +204,7 @@ def render_notebooks(out_dir: str | Path, *, fast: bool, timeout: int = 900,
 
     out = Path(out_dir)
     index = out / "index.json"
-    pages = json.loads(index.read_text(encoding="utf-8")) if index.exists() else {}
+    pages = rendered_pages(out)
     stamp = _stamp(fast)
     exporter = HTMLExporter(template_name="basic")
     runs = []
@@ -215,10 +213,11 @@ def render_notebooks(out_dir: str | Path, *, fast: bool, timeout: int = 900,
             run = execute_notebooks([path], out_dir=tmp, timeout=timeout, fast=fast, html_export=False)[0]
             body, _ = exporter.from_notebook_node(nbformat.read(run.executed, as_version=4))
             run.html, run.executed = out / f"{run.name}.html", None
+            cells = cells_hash(Path(path))
             write_atomically(run.html, f"<p><i>Rendered from commit {stamp['commit']} on {stamp['date']}, "
                                        f"{html.escape(stamp['mode'])}, model {stamp['model']}, "
-                                       f"cells {cells_hash(Path(path))}.</i></p>\n{body}")
-            pages[run.name] = {**stamp, "cells": cells_hash(Path(path)), "run": "ok" if run.ok else "FAILED",
+                                       f"cells {cells}.</i></p>\n{body}")
+            pages[run.name] = {**stamp, "cells": cells, "run": "ok" if run.ok else "FAILED",
                                "seconds": round(run.seconds)}
             write_atomically(index, json.dumps(dict(sorted(pages.items())), indent=1))
             write_atomically(out / "index.html", _index_page(pages))

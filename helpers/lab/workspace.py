@@ -196,6 +196,12 @@ def collection_vectors(store, name: str) -> tuple[list[dict], "Any"]:
     return rows, np.asarray([row["vector"] for row in rows], dtype=np.float32)
 
 
+def rendered_pages(folder: str | Path) -> dict[str, dict]:
+    """A rendered folder's ``index.json``: notebook name -> what its page was made from ({} if none)."""
+    index = Path(folder) / "index.json"
+    return json.loads(index.read_text(encoding="utf-8")) if index.exists() else {}
+
+
 def choose_mode(notebook: str, mode: str | None = None) -> str:
     """Set this kernel's mode ("fast": the 0.5B model and small budgets; "full": the default model
     and budgets; None: as ``DSL_FAST`` says) and say what it is and how long this notebook took in
@@ -205,8 +211,7 @@ def choose_mode(notebook: str, mode: str | None = None) -> str:
     if mode is not None:
         os.environ["DSL_FAST"] = "1" if mode == "fast" else "0"
     folder = "fast" if fast_mode() else "full"
-    index = NOTEBOOK_DIR / "rendered" / folder / "index.json"
-    page = (json.loads(index.read_text(encoding="utf-8")) if index.exists() else {}).get(notebook)
+    page = rendered_pages(NOTEBOOK_DIR / "rendered" / folder).get(notebook)
     said = ("FAST mode: the 0.5B model, small budgets, few questions" if folder == "fast" else
             "FULL mode: the default model and budgets")
     if page is None:

@@ -9,7 +9,8 @@ follow a relation before it commits, and
 the facts with their ``[n]`` marks become the explanation shown beside the answer.
 
 A yes/no question or an "A or B" question constrains the answer to its choices
-(``answer_choices``): decoding cannot write anything else.  ``tidy_answer`` then does what needs no model: citation marks and trailing full stops
+(``answer_choices``): decoding cannot write anything else.  ``tidy_answer`` then does what
+needs no model: citation marks and trailing full stops
 go, a yes/no question gets "yes" or "no", and an "A or B" question gets the option it
 named, written as the question writes it.
 """
@@ -102,8 +103,8 @@ def _read(llm: LLM, question: str, hits: list[Hit], max_chunks: int, step: str, 
                                                          sources=sources)}]
     entry.kept = [hit_summary(h) for h in used]
     try:
-        reply = llm.structured(entry.messages, answer_schema(len(used), answer_choices(question)), step=step, max_tokens=FACTS_TOKENS,
-                               temperature=0.0)
+        reply = llm.structured(entry.messages, answer_schema(len(used), answer_choices(question)), step=step,
+                               max_tokens=FACTS_TOKENS, temperature=0.0)
         entry.raw = reply.raw
         facts, said = clean_text(reply.value.facts), clean_text(reply.value.answer)
         explanation = facts if CITATION.search(facts) else f"{facts} {cite_marks(reply.value.sources)}".strip()

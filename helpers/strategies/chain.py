@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, Field, create_model
 
 from helpers.answer_text import (answer_choices, drop_echo, earliest_or_latest, is_yes_no_question, parse_date,
-                                 question_options, wants_earlier)
+                                 wants_earlier)
 from helpers.config import Config
 from helpers.errors import BudgetExceededError, DeepSearchLabError, StructuredOutputError
 from helpers.knowledge.embeddings import Embedder, get_embedder
@@ -178,8 +178,9 @@ def read_answer(llm: LLM, hop: Hop, passages: int = 3, passage_chars: int = 600,
         entry.kept = [hit_summary(h) for h in shown]
         try:
             reply = llm.structured(entry.messages, StepAnswer, step="read", max_tokens=48, temperature=0.0)
-            entry.raw, answer = reply.raw, drop_echo(" ".join(reply.value.answer.split()).strip(" ."), hop.query)
-            if answer != reply.value.answer.strip(" ."):
+            said = " ".join(reply.value.answer.split()).strip(" .")
+            entry.raw, answer = reply.raw, drop_echo(said, hop.query)
+            if answer != said:
                 entry.notes.append(f"the part that repeats the step was dropped: {answer!r}")
         except StructuredOutputError as exc:
             entry.raw, answer = exc.raw_replies[-1] if exc.raw_replies else "", NOT_FOUND
@@ -240,9 +241,7 @@ def chained_answer(question: str, steps: list[str], hops: list[Hop]) -> str | No
     give the intermediate entity instead."""
     if not hops or len(hops) != len(steps) or not hops[-1].answered or not _REFERENCE.search(steps[-1]):
         return None
-    if question_options(question) or is_yes_no_question(question):
-        return None
-    return hops[-1].answer
+    return None if answer_choices(question) else hops[-1].answer
 
 
 def answer_from_facts(llm: LLM, question: str, hops: list[Hop],
