@@ -71,6 +71,14 @@ def drop_echo(answer: str, asked: str) -> str:
     return answer
 
 
+def names_one_of(answer: str, names: list[str]) -> bool:
+    """True when ``answer`` names one of ``names`` (all the words of one are in the other: "Anna Lisbeth
+    Christina Palme" names "Lisbeth Palme"), which a step about that person cannot give as its answer."""
+    said = set(normalise(answer).split())
+    return bool(said) and any((words := set(normalise(n).split())) and (words <= said or said <= words)
+                              for n in names)
+
+
 _MONTHS = {m: n for n, m in enumerate(("january february march april may june july august september october "
                                        "november december").split(), start=1)}
 _DAY_MONTH_YEAR = re.compile(r"\b(\d{1,2})\s+([A-Za-z]+)\.?,?\s+(\d{3,4})\b")

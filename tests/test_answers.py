@@ -4,7 +4,7 @@ store of the two-hop sample; the real 0.5B model reads one answer at the end."""
 from __future__ import annotations
 
 import pytest
-from scripted import StepScriptedBackend
+from scripted import Seq, StepScriptedBackend
 
 from helpers.config import with_overrides
 from helpers.evaluation.harness import evaluate_one, load_questions, prepare_corpus
@@ -32,7 +32,7 @@ def test_every_strategy_gives_the_answer_alone_beside_its_explanation(sample_kb)
     config, store, embedder, names, question = sample_kb
     chain_script = {"plan": {"names": ["Ardent Glassworks"], "steps": ["Where was Ardent Glassworks founded?",
                                                                       "Who is the mayor of #1?"]},
-                    "read": {"answer": "Hester Lindqvist"}, "answer": {"answer": "Hester Lindqvist [2]"}}
+                    "read": Seq({"answer": "Valdmark"}, {"answer": "Hester Lindqvist"}), "answer": {"answer": "Hester Lindqvist [2]"}}
     pipeline_script = {"decompose": {"queries": ["mayor of the town"]}, "answer": READ,
                        "route": {"routes": [{"collection": names[0], "query": "mayor"}]}}
     runs = {

@@ -13,6 +13,7 @@ from helpers.results import Hit
 from helpers.strategies.chain import Hop, fill_references, is_bridge, mirror_steps, run_chain
 from helpers.strategies.evidence import EvidenceLog
 from helpers.strategies.naive import run_naive
+from helpers.strategies.relations import find_relation, relation_plan
 
 QUESTION = "Who voices the character whose catchphrase is D'oh?"
 TWO_HOPS = {
@@ -118,6 +119,41 @@ def test_a_reference_to_a_fact_step_means_the_latest_entity_found():
     assert fill_references("When was #9 born?", hops) == "When was #9 born?"
 
 
+def test_a_family_relation_is_planned_in_code_one_simple_relation_per_step():
+    assert relation_plan("Who is Mara Quill's paternal grandmother?") == (
+        "Mara Quill", ["Who is the father of Mara Quill?", "Who is the mother of #1?"])
+    assert relation_plan("Where did the father-in-law of Jon of Ardent Vale die?") == (
+        "Jon of Ardent Vale", ["Who is the spouse of Jon of Ardent Vale?", "Who is the father of #1?",
+                               "Where did #2 die?"])
+    assert relation_plan("What nationality is Ida Berg (1901–1960)'s husband?")[1] == [
+        "Who is the husband of Ida Berg (1901–1960)?", "What nationality is #1?"]
+    assert find_relation("Who is the father of the director of film Blue Lake?") is None  # not a named person
+    assert find_relation("Were Ann Lee's father and Bo Ek's father born in the same city?") is None  # two people
+    hops = [Hop("Who is the father of A?", "", answer="B"), Hop("Who is the mother of #1?", "", answer="C")]
+    assert fill_references("Where did #2 die?", hops) == "Where did C die?"   # a "who" step is an entity found
+
+
+def test_the_chain_plans_a_relation_without_a_call_and_reads_passages_when_the_last_step_finds_nothing(
+        simpsons_kb):
+    question = "Where was Homer Simpson's father born?"
+    script = {"read": Seq({"answer": "Abe Simpson"}, {"answer": "not found"}),
+              "answer": {"asks_for": "a place", "facts": "Abe was born in Springfield [1]", "answer": "Springfield",
+                         "sources": [1]}}
+    result, backend = chain_run(simpsons_kb, script, question=question)
+    assert backend.steps() == ["read", "read", "answer"]              # no plan call; no facts call
+    assert result.steps("plan")[0].parsed["steps"] == ["Who is the father of Homer Simpson?", "Where was #1 born?"]
+    assert "Where was Abe Simpson born?" in backend.calls_for("read")[1]["messages"][0]["content"]
+    assert result.steps("answer")[0].notes[0].startswith("the facts gave no answer: read from")
+    assert result.short_answer == "Springfield"
+    script["read"] = {"answer": "Homer J. Simpson"}
+    result, backend = chain_run(simpsons_kb, script, question=question)
+    assert result.steps("read")[0].parsed == "not found"               # the step's own subject is no answer
+    assert "is what the step asks about" in result.steps("read")[0].notes[-1]
+    assert backend.steps() == ["read", "answer"]                       # a missing link: step 2 is not read
+    assert result.steps("read")[1].notes == ["builds on step 1, which found nothing: searched, not read (no call)"]
+    assert result.short_answer == "Springfield"
+
+
 def test_a_yes_no_question_is_answered_yes_or_no_and_a_read_does_not_repeat_its_step(simpsons_kb):
     question = "Are Homer Simpson and Ned Flanders from the same town?"
     script = {"plan": {"names": ["Homer Simpson", "Ned Flanders"],
@@ -191,8 +227,10 @@ def test_plan_and_budget_limits_hold(simpsons_kb):
 
 
 def test_garbage_replies_degrade_to_the_evidence(simpsons_kb):
-    result, backend = chain_run(simpsons_kb, {"plan": "no plan", "read": "not json at all"})
-    assert backend.steps() == ["plan"] * 3 + ["read"] * 3        # each: the first try and two retries
+    result, backend = chain_run(simpsons_kb, {"plan": "no plan", "read": "not json at all", "answer": "not found"})
+    # each: the first try and two retries; the passages' reader then tries until the 8 calls are spent
+    assert backend.steps() == ["plan"] * 3 + ["read"] * 3 + ["answer"] * 2
+    assert "call budget of 8 calls is spent" in result.steps("budget")[0].notes[0]
     assert result.steps("plan")[0].parsed["steps"] == [QUESTION]  # no plan: the question is the only step
     assert result.answer.startswith("The search found no fact") and not result.error
     assert result.short_answer == "not found"

@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field, create_model
 
-from helpers.answer_text import (answer_choices, drop_echo, earliest_or_latest, is_yes_no_question, parse_date,
-                                 wants_earlier)
+from helpers.answer_text import (answer_choices, drop_echo, earliest_or_latest, is_yes_no_question, names_one_of,
+                                 parse_date, wants_earlier)
 from helpers.config import Config
 from helpers.errors import BudgetExceededError, DeepSearchLabError, StructuredOutputError
 from helpers.knowledge.embeddings import Embedder, get_embedder
@@ -46,11 +46,13 @@ from helpers.knowledge.vectorstore import open_store
 from helpers.models.llm import LLM, Budget, make_llm
 from helpers.prompts import PromptSet, as_prompt_set, fence, prompt_version, render
 from helpers.results import Hit, Result, TraceStep, hit_summary, traced
-from helpers.strategies.answer import NOT_FOUND, tidy_answer
+from helpers.strategies.answer import NOT_FOUND, read_short_answer, tidy_answer
 from helpers.strategies.evidence import EvidenceLog
+from helpers.strategies.relations import relation_plan
 from helpers.strategies.reports import ASKS_FOR, answer_field
 
 _REFERENCE = re.compile(r"#(\d+)")
+_ASKS_WHO = re.compile(r"\s*who(m)?\b", re.IGNORECASE)
 
 
 class Plan(BaseModel):
@@ -80,7 +82,13 @@ class Hop:
 def plan_steps(llm: LLM, question: str, max_steps: int = 4,
                template: str | None = None) -> tuple[list[str], list[str], TraceStep]:
     """The names the question contains, and the question as at most ``max_steps`` simple
-    questions ([question] when the model gives no usable plan)."""
+    questions ([question] when the model gives no usable plan).  A question about one person's
+    relative that offers no options is planned in code (``relation_plan``), without a call."""
+    if not answer_choices(question) and (planned := relation_plan(question)) is not None:
+        person, steps = planned
+        return [person], steps[:max_steps], TraceStep("plan", parsed={"names": [person], "steps": steps[:max_steps]},
+                                                      notes=["a family relation: planned in code, one step per "
+                                                             "simple relation (no call)"])
     trace: list[TraceStep] = []
     with traced(trace, llm.ledger, "plan", question=question) as entry:
         entry.prompts = [prompt_version("chain_plan", template)]
@@ -132,12 +140,12 @@ def mirror_steps(steps: list[str], names: list[str]) -> list[str]:
 def referenced_hop(number: int, hops: list[Hop]) -> Hop | None:
     """The earlier step ``#number`` stands for (None when there is no such step).
 
-    A reference points at something an earlier step found.  When ``#n`` names a step that is
-    itself about an earlier answer (small models sometimes count "the second director" rather
-    than steps), the latest step that is not is used instead."""
+    A reference points at someone or something an earlier step found.  When ``#n`` names a step
+    that asks a fact (not "who") about an earlier answer (small models sometimes count "the second
+    director" rather than steps), the latest step that is about no earlier answer is used instead."""
     if not 1 <= number <= len(hops):
         return None
-    if _REFERENCE.search(hops[number - 1].step):
+    if _REFERENCE.search(hops[number - 1].step) and not _ASKS_WHO.match(hops[number - 1].step):
         number = max((n for n, hop in enumerate(hops, start=1) if not _REFERENCE.search(hop.step)),
                      default=number)
     return hops[number - 1]
@@ -154,6 +162,16 @@ def fill_references(step: str, hops: list[Hop]) -> str:
     return _REFERENCE.sub(answer_of, step)
 
 
+def missing_link(step: str, hops: list[Hop]) -> int:
+    """The number of the first earlier step that ``step`` builds on and that found nothing (0 if none).
+    In one chain of steps, such a step is searched (its words still find passages) but not read: no
+    answer read about "the father of <nothing found>" can be the answer."""
+    for m in _REFERENCE.findall(step):
+        if (hop := referenced_hop(int(m), hops)) is not None and not hop.answered:
+            return hops.index(hop) + 1
+    return 0
+
+
 def step_entities(step: str, names: list[str], hops: list[Hop]) -> list[str]:
     """What a planned step is about: the question's names it mentions, and the answers its
     ``#n`` references stand for (their pages are looked up by title before the step is read)."""
@@ -164,9 +182,10 @@ def step_entities(step: str, names: list[str], hops: list[Hop]) -> list[str]:
 
 
 def read_answer(llm: LLM, hop: Hop, passages: int = 3, passage_chars: int = 600,
-                template: str | None = None) -> tuple[str, TraceStep]:
+                template: str | None = None, about: list[str] = ()) -> tuple[str, TraceStep]:
     """The answer to one simple step, read off its best ``passages`` hits (or "not found"), without
-    a first part that repeats the step (``drop_echo``)."""
+    a first part that repeats the step (``drop_echo``).  An answer that only names what the step is
+    ``about`` (asked for Ann's mother, a small model may copy Ann's own name) counts as not found."""
     trace: list[TraceStep] = []
     shown = hop.hits[:passages]
     with traced(trace, llm.ledger, "read", query=hop.query) as entry:
@@ -182,6 +201,9 @@ def read_answer(llm: LLM, hop: Hop, passages: int = 3, passage_chars: int = 600,
             entry.raw, answer = reply.raw, drop_echo(said, hop.query)
             if answer != said:
                 entry.notes.append(f"the part that repeats the step was dropped: {answer!r}")
+            if answer and names_one_of(answer, list(about)):
+                entry.notes.append(f"{answer!r} is what the step asks about, not its answer: counted as not found")
+                answer = NOT_FOUND
         except StructuredOutputError as exc:
             entry.raw, answer = exc.raw_replies[-1] if exc.raw_replies else "", NOT_FOUND
             entry.notes.append(f"no valid reply ({exc.last_error}); counted as not found")
@@ -236,12 +258,11 @@ def facts_text(hops: list[Hop]) -> str:
 
 def chained_answer(question: str, steps: list[str], hops: list[Hop]) -> str | None:
     """The last step's answer, when the question is one chain of steps ("Who is X's mother?", "When
-    did #1 die?"): the last step builds on an earlier answer and found its own, and the question
-    offers no options and is not a yes/no question.  Then no answer call is needed, and none can
-    give the intermediate entity instead."""
-    if not hops or len(hops) != len(steps) or not hops[-1].answered or not _REFERENCE.search(steps[-1]):
+    did #1 die?", ``one_chain``) and every step found its fact.  Then no answer call is needed, and
+    none can give the intermediate entity instead.  A chain with a missing link gives no answer."""
+    if not one_chain(question, steps) or len(hops) != len(steps) or not all(hop.answered for hop in hops):
         return None
-    return None if answer_choices(question) else hops[-1].answer
+    return hops[-1].answer
 
 
 def answer_from_facts(llm: LLM, question: str, hops: list[Hop],
@@ -265,18 +286,45 @@ def answer_from_facts(llm: LLM, question: str, hops: list[Hop],
     return answer, trace[0]
 
 
+def one_chain(question: str, steps: list[str]) -> bool:
+    """True when the question is one chain of steps whose last step builds on an earlier answer
+    ("Who is X's mother?", "When did #1 die?") and offers no options: its last step asks the question."""
+    return bool(steps) and bool(_REFERENCE.search(steps[-1])) and not answer_choices(question)
+
+
+def answer_from_passages(llm: LLM, question: str, hops: list[Hop], question_hits: list[Hit],
+                         prompts: PromptSet | None = None) -> tuple[str, TraceStep]:
+    """The answer read off passages by the same reader as naive RAG (``read_short_answer``): the last
+    step's best passages (about the entity the chain reached) and the question's own best ones."""
+    last = hops[-1].hits[:3] if hops else []
+    hits = list({hit.id: hit for hit in [*last, *question_hits[:2]]}.values())
+    short, _, entry = read_short_answer(llm, question, hits, len(hits), prompts=prompts)
+    entry.notes.insert(0, "the facts gave no answer: read from the last step's and the question's passages")
+    return short.answer, entry
+
+
 def final_answer(llm: LLM, question: str, steps: list[str], names: list[str], hops: list[Hop],
-                 template: str | None = None) -> tuple[str, TraceStep]:
-    """The chain's answer from its steps' findings: the last step's answer for one chain of steps
-    (``chained_answer``), the option the dates decide for a which-came-first question
-    (``compared_by_dates``), else one call (``answer_from_facts``)."""
+                 question_hits: list[Hit] = (), prompts: PromptSet | None = None) -> tuple[str, list[TraceStep]]:
+    """The chain's answer from its steps' findings, and the trace of how it was decided: the last
+    step's answer for one chain of steps (``chained_answer``), the option the dates decide for a
+    which-came-first question (``compared_by_dates``), else one call on the facts
+    (``answer_from_facts``).  When the facts give nothing (the chain's last step found nothing, or the
+    call says "not found"), the passages are read instead (``answer_from_passages``)."""
+    prompts = as_prompt_set(prompts)
     if (last := chained_answer(question, steps, hops)) is not None:
-        return last, TraceStep("answer", len(hops), parsed=last, notes=[
-            "one chain of steps: its last step's answer is the answer (no call)"])
+        return last, [TraceStep("answer", len(hops), parsed=last, notes=[
+            "one chain of steps: its last step's answer is the answer (no call)"])]
     if (option := compared_by_dates(question, names, hops)) is not None:
-        return option, TraceStep("answer", len(hops), parsed=option, notes=[
-            "the dates the steps found decide the comparison (no call)"])
-    return answer_from_facts(llm, question, hops, template)
+        return option, [TraceStep("answer", len(hops), parsed=option, notes=[
+            "the dates the steps found decide the comparison (no call)"])]
+    entries = []
+    if any(hop.answered for hop in hops) and not one_chain(question, steps):
+        answer, entry = answer_from_facts(llm, question, hops, prompts.template("chain_answer"))
+        entries.append(entry)
+        if NOT_FOUND not in answer.lower():
+            return answer, entries
+    answer, entry = answer_from_passages(llm, question, hops, list(question_hits), prompts)
+    return answer, entries + [entry]
 
 
 def run_chain(question: str, config: Config, *, llm: LLM | None = None, store: VectorStore | None = None,
@@ -301,7 +349,8 @@ def run_chain(question: str, config: Config, *, llm: LLM | None = None, store: V
     hops: list[Hop] = []
     answer = ""
     try:
-        evidence.add(question, search_step(store, embedder, question, names, config, result.trace))
+        question_hits = search_step(store, embedder, question, names, config, result.trace)
+        evidence.add(question, question_hits)
         mentioned, steps, entry = plan_steps(llm, question, c.max_hops, prompts.template("chain_plan"))
         result.trace.append(entry)
         for name in mentioned[: c.max_names]:  # each name the question contains, searched alone (no model call)
@@ -315,15 +364,21 @@ def run_chain(question: str, config: Config, *, llm: LLM | None = None, store: V
             if not llm.has_room(calls=2):  # keep the last call for the answer
                 result.trace.append(TraceStep("budget", number, notes=["budget kept for the answer"]))
                 break
-            hop.answer, entry = read_answer(llm, hop, c.hop_passages, c.passage_chars, prompts.template("chain_read"))
+            if one_chain(question, steps) and (missing := missing_link(step, hops)):
+                result.trace.append(TraceStep("read", number, notes=[f"builds on step {missing}, which found "
+                                                                     "nothing: searched, not read (no call)"]))
+                continue
+            about = step_entities(step, mentioned, hops) + [n for n in mentioned if n.lower() in hop.query.lower()]
+            hop.answer, entry = read_answer(llm, hop, c.hop_passages, c.passage_chars, prompts.template("chain_read"),
+                                            about)
             entry.iteration = number
             result.trace.append(entry)
             if hop.answered and is_bridge(number, steps):  # the entity found, searched on its own (no call)
                 evidence.add(hop.answer, search_step(store, embedder, hop.answer, names, config, result.trace,
                                                      number, [hop.answer]))
-        if any(hop.answered for hop in hops):
-            answer, entry = final_answer(llm, question, steps, mentioned, hops, prompts.template("chain_answer"))
-            result.trace.append(entry)
+        if hops:
+            answer, entries = final_answer(llm, question, steps, mentioned, hops, question_hits, prompts)
+            result.trace.extend(entries)
     except BudgetExceededError as exc:
         result.trace.append(TraceStep("budget", notes=[f"{exc}; answering with the facts found"]))
     except DeepSearchLabError as exc:  # a backend or database failure: report it in the result

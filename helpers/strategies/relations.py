@@ -1,0 +1,107 @@
+"""Family relations planned in code: "Who is X's paternal grandmother?" is two lookups, the
+father of X and then his mother, and a small model plans that worse than a table does.
+
+A relation word names a chain of simple relations (``RELATIONS``); ``relation_plan`` turns a
+question about one person's relative into the chain's steps, with ``#n`` standing for the
+answer of step n as in the chain's own plans:
+
+    "Where did Mara Quill's father-in-law die?"
+    -> ["Who is the spouse of Mara Quill?", "Who is the father of #1?", "Where did #2 die?"]
+"""
+from __future__ import annotations
+
+import re
+
+# each relation as the simple relations it is made of, nearest first
+RELATIONS: dict[str, tuple[str, ...]] = {
+    "paternal grandfather": ("father", "father"),
+    "paternal grandmother": ("father", "mother"),
+    "maternal grandfather": ("mother", "father"),
+    "maternal grandmother": ("mother", "mother"),
+    "father-in-law": ("spouse", "father"),
+    "mother-in-law": ("spouse", "mother"),
+    "brother-in-law": ("spouse", "brother"),
+    "sister-in-law": ("spouse", "sister"),
+    "sibling-in-law": ("spouse", "sibling"),
+    "son-in-law": ("child", "husband"),
+    "daughter-in-law": ("child", "wife"),
+    "child-in-law": ("child", "spouse"),
+    "stepfather": ("mother", "husband"),
+    "stepmother": ("father", "wife"),
+    "uncle": ("father", "brother"),
+    "aunt": ("father", "sister"),
+    **{word: (word,) for word in ("father", "mother", "husband", "wife", "spouse", "son", "daughter", "child",
+                                   "brother", "sister", "sibling")},
+}
+_WORD = "|".join(sorted((re.escape(w) for w in RELATIONS), key=len, reverse=True))
+_POSSESSIVE = re.compile(rf"(?:'s|’s|s')\s+({_WORD})\b", re.IGNORECASE)
+_OF_FORM = re.compile(rf"\bthe\s+({_WORD})\s+of\s+", re.IGNORECASE)
+# lower-case words that may sit inside a name ("Margaret of Bavaria", "Ludwig van Beethoven")
+_JOINERS = {"of", "de", "del", "della", "di", "da", "du", "des", "la", "le", "von", "van", "der", "den", "y",
+            "bin", "ibn", "mac", "al", "the", "and"}
+_ONLY_WHO = re.compile(r"^\s*who(?:m)?\s+(?:is|was|were|are)\s+(#\d+)\s*\??\s*$", re.IGNORECASE)
+
+
+def _name_word(word: str) -> bool:
+    return word[:1].isupper() or word[:1].isdigit() or word[:1] in "(\"'" or word.lower() in _JOINERS
+
+
+def _trim_joiners(words: list[str]) -> list[str]:
+    while words and words[0].lower() in _JOINERS:
+        words = words[1:]
+    while words and words[-1].lower() in _JOINERS:
+        words = words[:-1]
+    return words
+
+
+def _name_before(text: str) -> str:
+    """The name that ends ``text`` (its trailing run of capitalised words and joiners)."""
+    words = text.split()
+    start = len(words)
+    while start > 0 and _name_word(words[start - 1]):
+        start -= 1
+    return " ".join(_trim_joiners(words[start:]))
+
+
+def _name_after(text: str) -> str:
+    """The name that begins ``text`` (up to the first lower-case word that is no joiner, or "?")."""
+    words = text.rstrip().rstrip("?").split()
+    end = 0
+    while end < len(words) and _name_word(words[end]):
+        end += 1
+    return " ".join(_trim_joiners(words[:end]))
+
+
+def find_relation(question: str) -> tuple[str, str, str] | None:
+    """(the words that ask for the relative, the relation, the person) when ``question`` asks about
+    exactly one named person's relative, else None.  "What nationality is Mara Quill's husband?"
+    -> ("Mara Quill's husband", "husband", "Mara Quill")."""
+    found = []
+    for match in _POSSESSIVE.finditer(question):
+        person = _name_before(question[: match.start()])
+        if person:
+            span = question[question.rindex(person, 0, match.start()): match.end()]
+            found.append((span, match.group(1).lower(), person))
+    for match in _OF_FORM.finditer(question):
+        person = _name_after(question[match.end():])
+        if person:
+            span = question[match.start(): question.index(person, match.end()) + len(person)]
+            found.append((span, match.group(1).lower(), person))
+    return found[0] if len(found) == 1 else None
+
+
+def relation_plan(question: str) -> tuple[str, list[str]] | None:
+    """(the person, the steps) for a question about one named person's relative: one step per
+    simple relation, then the question itself about the relative found (dropped when it only asks
+    who the relative is).  None when the question asks no such thing."""
+    found = find_relation(question)
+    if found is None:
+        return None
+    span, relation, person = found
+    steps = []
+    for number, simple in enumerate(RELATIONS[relation], start=1):
+        steps.append(f"Who is the {simple} of {person if number == 1 else f'#{number - 1}'}?")
+    rest = question.replace(span, f"#{len(steps)}", 1)
+    if not _ONLY_WHO.match(rest):
+        steps.append(rest)
+    return person, steps
