@@ -245,6 +245,40 @@ def _eval(args: argparse.Namespace) -> None:
     print(f"written: {out}/results.jsonl, results.csv, summary.json, evaluation.png")
 
 
+def _ab_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--prompts", required=True, help="the edited prompts (B): a JSON file {name: text}, e.g. saved "
+                                                    "by a notebook's prompt editor")
+    p.add_argument("--strategy", default="chain", help="one strategy spec, as for eval (default chain)")
+    p.add_argument("--benchmark", choices=["2wiki"], default="2wiki", help="the question set (2wiki dev)")
+    p.add_argument("--limit", type=positive_int, default=20, help="N questions, each question type in turn")
+    p.add_argument("--fast", action="store_true", help="the small model and small budgets")
+    p.add_argument("--out", default="outputs/ab", help="where both runs' rows go (resumable)")
+
+
+@command("ab", "a prompt A/B: the shipped prompts against edited ones on the same questions, with a verdict",
+         _ab_args)
+def _ab(args: argparse.Namespace) -> None:
+    from helpers.evaluation.ab import run_prompt_ab
+    from helpers.evaluation.harness import BENCHMARKS, load_questions, parse_strategy, prepare_corpus, sample_by_type
+    parse_strategy(args.strategy)
+    edited = PromptSet.load(args.prompts)
+    corpus, questions_file = BENCHMARKS[args.benchmark]
+    questions = sample_by_type(load_questions(questions_file), args.limit)
+    out = load_config().resolve_path(args.out)
+    config = load_config(overrides={**_overrides(args), "vector_db.uri": str(out / "milvus.db")})
+    prepare_corpus(corpus, config)
+    report = run_prompt_ab(questions, args.strategy, config, edited, out)
+    print(f"\nA: shipped prompts; B: {', '.join(report.edits) or 'no edit'} ({args.strategy}, "
+          f"{len(report.pairs())} questions)")
+    for line in report.table():
+        print("  " + ", ".join(f"{key}: {value}" for key, value in line.items()))
+    print(f"\nanswers that changed ({len(report.changed())}):")
+    for line in report.changed():
+        print(f"  [{line['type']}] {line['question']} gold {line['gold']!r}: {line['answer A']!r} -> "
+              f"{line['answer B']!r} (F1 {line['F1 A']:.2f} -> {line['F1 B']:.2f})")
+    print("\nverdict: " + report.verdict())
+
+
 def _notebooks_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("names", nargs="*", help="notebook files (default: the whole series)")
     p.add_argument("--out", default="outputs/notebooks", help="where executed copies and HTML go")

@@ -99,6 +99,11 @@ class Result:
         return [t for t in self.trace if t.step == name]
 
     @property
+    def prompt_versions(self) -> list[str]:
+        """Every prompt the run sent, as ``name@hash``, each once, sorted."""
+        return sorted({version for step in self.trace for version in step.prompts})
+
+    @property
     def cut_short(self) -> list[str]:
         """Why this run stopped before it had finished (empty when it had not): the notes of its 'budget'
         steps, and the agent's beast-mode reason (its answer then skipped the answer checks)."""

@@ -13,11 +13,12 @@ import helpers.strategies.registry as registry
 from helpers.cli import main
 from helpers.config import with_overrides
 from helpers.errors import InputError
-from helpers.evaluation.harness import EvalQuestion, run_evaluation
+from helpers.evaluation.ab import ABReport, paired_interval, run_prompt_ab, set_key
+from helpers.evaluation.harness import EvalQuestion, read_rows, run_evaluation
 from helpers.knowledge.embeddings import get_embedder
 from helpers.models.llm import LLM, Budget
 from helpers.prompts import PromptSet, get_prompt, prompt_names, prompt_version
-from helpers.results import Hit, Result
+from helpers.results import Hit, Result, TraceStep
 from helpers.strategies.answer import read_short_answer
 from helpers.strategies.answer_checks import OPTIONAL_CHECKS, STRICT_CHECK
 from helpers.strategies.chain import run_chain
@@ -98,12 +99,15 @@ def test_the_evaluation_and_the_cli_carry_a_prompt_set(capsys, monkeypatch, tmp_
 
     def fake_run(name, question, config, **kwargs):  # stands in for the model: this is about plumbing
         seen.append(kwargs.get("prompts"))
-        return Result(question, name, answer="x")
+        sent = [kwargs["prompts"].version("reflect")] if kwargs.get("prompts") else []
+        return Result(question, name, answer="x", trace=[TraceStep("reflect", prompts=sent)])
 
     monkeypatch.setattr(harness, "run_strategy", fake_run)
     run_evaluation([EvalQuestion("1", "q?", "x")], ["naive"], small_config, tmp_path, progress=False,
                    prompts={"reflect": "edited $question $subqueries $findings"})
     assert seen[-1].edited == {"reflect": "edited $question $subqueries $findings"}
+    edited_version = prompt_version("reflect", "edited $question $subqueries $findings")
+    assert read_rows(tmp_path / "results.jsonl")[0]["prompts"] == [edited_version]  # the row names what was sent
 
     path = PromptSet({"answer_structured": "edited $question $sources"}).save(tmp_path / "p.json")
     monkeypatch.setattr(registry, "STRATEGIES", {"naive": lambda question, config, **kw: fake_run("naive", question,
@@ -112,3 +116,40 @@ def test_the_evaluation_and_the_cli_carry_a_prompt_set(capsys, monkeypatch, tmp_
     assert seen[-1].edited == {"answer_structured": "edited $question $sources"}
     assert main(["query", "Who voices Homer?", "--prompts", str(tmp_path / "none.json")]) == 2
     assert "prompt file" in capsys.readouterr().err
+
+
+def ab_row(id_: str, kind: str, answer: str, em: float, f1: float) -> dict:
+    return {"id": id_, "type": kind, "question": f"q{id_}?", "gold_answer": "g", "answer": answer, "em": em, "f1": f1,
+            "recall@5": 1.0, "calls": 2, "prompt_tokens": 100, "seconds": 1.0, "strategy": "chain"}
+
+
+def test_a_prompt_ab_pairs_the_questions_lists_changed_answers_and_weighs_the_noise():
+    shipped = [ab_row(str(n), "comparison" if n % 2 else "inference", "a", 0.0, 0.0) for n in range(20)]
+    small = ABReport("chain", shipped, [{**r, "answer": "g", "em": 1.0, "f1": 1.0} if r["id"] == "3" else r
+                                        for r in shipped], ["reflect@x"])
+    assert [c["question"] for c in small.changed()] == ["q3?"]
+    assert small.table()[0] == {**small.table()[0], "type": "all", "questions": 20, "em A": 0.0, "em B": 0.05}
+    assert small.verdict().startswith("within noise") and "better in 1, worse in 0" in small.verdict()
+    large = ABReport("chain", shipped, [{**r, "answer": "g", "em": 1.0, "f1": 1.0} for r in shipped], [])
+    assert large.verdict().startswith("the edit is better") and len(large.changed()) == 20
+    assert paired_interval([0.0] * 10) == (0.0, 0.0)
+
+
+def test_a_prompt_ab_runs_each_set_into_its_own_folder(monkeypatch, tmp_path, small_config):
+    seen = []
+
+    def fake_run(name, question, config, **kwargs):  # stands in for the model: this is about plumbing
+        prompts = kwargs["prompts"]
+        seen.append(dict(prompts.edited))
+        return Result(question, name, answer="x", short_answer="edited" if prompts.edited else "shipped")
+
+    monkeypatch.setattr(harness, "run_strategy", fake_run)
+    edited = PromptSet({"chain_read": get_prompt("chain_read") + "\nBe brief."})
+    report = run_prompt_ab([EvalQuestion("1", "q?", "edited", type="inference")], "chain", small_config, edited,
+                           tmp_path, progress=False)
+    assert seen == [{}, edited.edited] and report.edits == [edited.version("chain_read")]
+    assert {p.name for p in tmp_path.iterdir()} == {"shipped", set_key(edited)}
+    assert report.changed()[0]["answer B"] == "edited" and report.table()[0]["em B"] == 1.0
+    run_prompt_ab([EvalQuestion("1", "q?", "edited", type="inference")], "chain", small_config, edited, tmp_path,
+                  progress=False)
+    assert len(seen) == 2                                 # resumed: nothing is run twice

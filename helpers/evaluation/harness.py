@@ -277,7 +277,7 @@ def evaluate_one(question: EvalQuestion, spec: str, config: Config, ks: list[int
            "calls": result.usage.calls, "prompt_tokens": result.usage.prompt_tokens,
            "completion_tokens": result.usage.completion_tokens,
            "seconds": round(time.perf_counter() - started, 2), **run_stamp(run_config),
-           "retrieved": retrieved_keys(result, question.gold_kind)}
+           "retrieved": retrieved_keys(result, question.gold_kind), "prompts": result.prompt_versions}
     for k in ks:
         row[f"recall@{k}"] = recall_at_k(row["retrieved"], question.gold, k, question.gold_kind)
     row["missed"] = explain_misses(result, question.gold, max(ks), question.gold_kind)

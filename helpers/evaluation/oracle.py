@@ -16,7 +16,7 @@ from helpers.knowledge.embeddings import Embedder, get_embedder
 from helpers.knowledge.store import VectorStore
 from helpers.knowledge.vectorstore import open_store
 from helpers.models.llm import LLM, make_llm
-from helpers.prompts import PromptSet
+from helpers.prompts import PromptSet, as_prompt_set
 from helpers.results import Result, hit_summary, number_sources, traced
 from helpers.strategies.answer import read_short_answer
 
@@ -30,6 +30,7 @@ def run_oracle(question: str, gold_titles: list[str], config: Config, *, llm: LL
     answer call (``read_short_answer``), as naive RAG makes it."""
     started = time.perf_counter()
     llm = llm or make_llm(config)
+    llm.repair_template = as_prompt_set(prompts).template("structured_repair")
     store = store or open_store(config)
     embedder = embedder or get_embedder(config.embedding)
     result = Result(question, ORACLE, usage=llm.ledger, settings={"model": config.llm.model, "gold": gold_titles})

@@ -356,8 +356,10 @@ class LLM:
     """A backend plus this run's ledger, budget and retry policy."""
 
     def __init__(self, backend: ChatBackend, *, temperature: float = 0.2, max_tokens: int = 768,
-                 retries: int = 2, budget: Budget | None = None, ledger: UsageLedger | None = None):
+                 retries: int = 2, budget: Budget | None = None, ledger: UsageLedger | None = None,
+                 repair_template: str | None = None):
         self.backend = backend
+        self.repair_template = repair_template  # an edited ``structured_repair`` text (None: the shipped one)
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.retries = retries
@@ -475,7 +477,7 @@ class LLM:
                 if completion.finish_reason == "length":
                     error += " (the reply was cut off at the token limit: answer more briefly)"
             conversation = [*messages, {"role": "assistant", "content": completion.text[:1500]},
-                            {"role": "user", "content": render("structured_repair", error=error,
+                            {"role": "user", "content": render("structured_repair", self.repair_template, error=error,
                                                                schema=schema_for_prompt(schema))}]
         raise StructuredOutputError(step, raws, error)
 

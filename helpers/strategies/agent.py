@@ -100,6 +100,7 @@ class DeepSearchAgent:
         self.budget = AgentBudget(llm, config.agent.token_budget, memory_share=memory_share,
                                   answer_tokens=self.answer_tokens, memory=self.memory)
         self.llm = self.budget.llm  # the run's own LLM: the caller's backend and ledger, this run's budget
+        self.llm.repair_template = self.prompts.template("structured_repair")
         self.evidence = EvidenceLog()  # every search and read, for the run's source order
         self.queue = QuestionQueue(self.question, config.agent.queue_policy, config.agent.max_gap_questions)
         self.query_dedup = QueryDeduper(embedder, config.agent.dedup_threshold)
@@ -448,7 +449,8 @@ class DeepSearchAgent:
         failed = evaluation.failed
         problem, next_step = self._lesson(answer, failed, ends_loop)
         self.memory.bad_attempts.append(BadAttempt(self.question, answer, failed.name, failed.reasoning,
-                                                   problem, next_step, self.step))
+                                                   problem, next_step, self.step,
+                                                   self.prompts.template("agent_bad_attempt")))
         self.answer_rejected = True
         self._diary(f"answered the question; the {failed.name} check rejected it: {one_line(failed.reasoning, 160)}")
 

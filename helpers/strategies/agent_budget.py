@@ -30,7 +30,7 @@ class AgentBudget:
         budget = Budget(max_calls=llm.budget.max_calls, max_prompt_tokens=llm.budget.max_prompt_tokens,
                         max_total_tokens=limit)
         self.llm = LLM(llm.backend, temperature=llm.temperature, max_tokens=llm.max_tokens, retries=llm.retries,
-                       budget=budget, ledger=llm.ledger)
+                       budget=budget, ledger=llm.ledger, repair_template=llm.repair_template)
         self.memory_cap = int(memory_share * token_budget)  # the most tokens memory may take in one prompt
         self.answer_tokens = answer_tokens
         self.memory = memory

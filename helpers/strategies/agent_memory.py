@@ -91,9 +91,10 @@ class BadAttempt:
     problem: str
     next_step: str
     step: int
+    template: str | None = None  # an edited ``agent_bad_attempt`` text (None: the shipped one)
 
     def render(self, number: int) -> str:
-        return render("agent_bad_attempt", number=number, step=self.step, check=self.check,
+        return render("agent_bad_attempt", self.template, number=number, step=self.step, check=self.check,
                       answer=fence(one_line(self.answer, 300)), verdict=one_line(self.verdict, 250),
                       problem=one_line(self.problem, 250), next_step=one_line(self.next_step, 250)).strip()
 

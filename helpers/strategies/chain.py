@@ -339,6 +339,7 @@ def run_chain(question: str, config: Config, *, llm: LLM | None = None, store: V
     started = time.perf_counter()
     c = config.chain
     llm = llm or make_llm(config, Budget(max_calls=c.max_calls, max_prompt_tokens=c.max_prompt_tokens))
+    llm.repair_template = prompts.template("structured_repair")
     store = store or open_store(config)
     embedder = embedder or get_embedder(config.embedding)
     names = [n for n in (collections or store.list_collections()) if store.info(n).count > 0]

@@ -17,7 +17,7 @@ from helpers.knowledge.retrieval import named_pages, search_collections
 from helpers.knowledge.store import VectorStore
 from helpers.knowledge.vectorstore import open_store
 from helpers.models.llm import LLM, make_llm
-from helpers.prompts import PromptSet
+from helpers.prompts import PromptSet, as_prompt_set
 from helpers.results import Hit, Result, hit_summary, number_sources, traced
 from helpers.strategies.answer import read_short_answer
 
@@ -29,6 +29,7 @@ def run_naive(question: str, config: Config, *, llm: LLM | None = None, store: V
     > 0, that many pages of each name the question mentions come first (``run_naive_titles``)."""
     started = time.perf_counter()
     llm = llm or make_llm(config)
+    llm.repair_template = as_prompt_set(prompts).template("structured_repair")
     store = store or open_store(config)
     embedder = embedder or get_embedder(config.embedding)
     strategy = "naive_titles" if title_pages else "naive"

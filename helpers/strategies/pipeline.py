@@ -57,6 +57,7 @@ def run_pipeline(question: str, config: Config, *, llm: LLM | None = None, store
     described = describe_collections(store, collections)
     evidence = EvidenceLog()
     prompts = as_prompt_set(prompts)
+    llm.repair_template = prompts.template("structured_repair")
     try:
         _search_loop(llm, question, config, store, embedder, described, evidence, result.trace, prompts)
     except DeepSearchLabError as exc:  # a backend or database failure: report it in the result
