@@ -22,7 +22,7 @@ from common import BENCH_OUT, add_settings_argument, bench_config, more_same_les
 
 from helpers.evaluation.harness import (BENCHMARKS, answer_table, load_questions, miss_table, prepare_corpus, read_rows,
                                         run_evaluation, sample_by_type)
-from helpers.models.llm import cpu_name
+from helpers.models.backend import cpu_name
 
 STRATEGIES = "naive,naive_titles,oracle,chain"
 PUBLISHED = [  # HippoRAG paper (arXiv 2405.14831), R@2 / R@5 on these questions (all 1,000) and this corpus

@@ -18,7 +18,7 @@ from common import BENCH_OUT, bench_config, table
 
 from helpers.config import with_overrides
 from helpers.evaluation.harness import BENCHMARKS, evaluate_one, load_questions, prepare_corpus, sample_by_type
-from helpers.models.llm import cpu_name
+from helpers.models.backend import cpu_name
 
 SETTINGS = {"off": 0, "on": 1024}
 

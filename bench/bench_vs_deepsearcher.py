@@ -58,8 +58,8 @@ from helpers.config import Config, with_overrides
 from helpers.evaluation.harness import (EvalQuestion, answer_matches, load_questions, prepare_corpus, recall_at_k,
                                         run_evaluation, sample_by_type, summarise)
 from helpers.knowledge.ingest import read_manifest
+from helpers.models.backend import available_cores
 from helpers.models.llama_server import llama_server
-from helpers.models.llm import available_cores
 from helpers.models.model_files import resolve_gguf
 
 HERE = Path(__file__).resolve().parent

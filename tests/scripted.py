@@ -9,7 +9,7 @@ import json
 import re
 from typing import Callable
 
-from helpers.models.llm import Completion
+from helpers.models.backend import Completion
 
 Reply = str | dict | list | Callable[[list[dict]], str | dict | list]
 

@@ -232,7 +232,7 @@ def test_a_milvus_lite_path_that_cannot_work_says_what_to_do(capsys, tmp_path, m
 
 def test_a_model_file_that_is_not_gguf_or_is_truncated_is_named(tmp_path):
     from helpers.errors import ModelNotFoundError
-    from helpers.models.llm import LlamaCppBackend
+    from helpers.models.llamacpp_backend import LlamaCppBackend
     text_file = tmp_path / "model.gguf"
     text_file.write_text("this is a README, not a model")
     with pytest.raises(ModelNotFoundError, match=r"is not a GGUF file \(it starts with b'this'"):

@@ -8,6 +8,8 @@
 from __future__ import annotations
 
 import json
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import httpx
@@ -17,8 +19,10 @@ from servers import free_port
 
 from helpers.errors import BackendUnreachableError, ModelNotFoundError
 from helpers.models.llama_server import llama_server as serve
-from helpers.models.llm import LLM, OllamaBackend, OpenAIBackend
+from helpers.models.llm import LLM, get_backend
 from helpers.models.model_files import ensure_model
+from helpers.models.ollama_backend import OllamaBackend
+from helpers.models.openai_backend import OpenAIBackend
 
 FIXTURES = json.loads((Path(__file__).parent / "fixtures" / "ollama_exchanges.json").read_text())
 
@@ -213,3 +217,25 @@ def test_missing_gguf_path_names_the_fix(tmp_path):
     from helpers.models.model_files import resolve_gguf
     with pytest.raises(ModelNotFoundError, match="catalogue name"):
         resolve_gguf(str(tmp_path / "nope.gguf"))
+
+
+def test_the_backend_is_the_one_configured_even_with_an_ollama_server_answering(monkeypatch, small_config,
+                                                                                 small_backend):
+    class Answering(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b'{"version": "0.5.0"}')
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", free_port()), Answering)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("OLLAMA_HOST", f"http://127.0.0.1:{server.server_port}")
+        assert get_backend(small_config.llm) is small_backend and small_backend.name == "llamacpp"
+    finally:
+        server.shutdown()
+    other_seed = get_backend(small_config.llm.model_copy(update={"seed": small_config.llm.seed + 1}))
+    assert other_seed is not small_backend   # a backend is kept per seed: the cache never mixes them up

@@ -17,6 +17,7 @@ from helpers.evaluation.ab import ABReport, paired_interval, run_prompt_ab, set_
 from helpers.evaluation.harness import EvalQuestion, read_rows, run_evaluation
 from helpers.knowledge.embeddings import get_embedder
 from helpers.models.llm import LLM, Budget
+from helpers.models.model_files import CATALOGUE
 from helpers.prompts import PromptSet, get_prompt, prompt_names, prompt_version
 from helpers.results import Hit, Result, TraceStep
 from helpers.strategies.answer import read_short_answer
@@ -107,7 +108,10 @@ def test_the_evaluation_and_the_cli_carry_a_prompt_set(capsys, monkeypatch, tmp_
                    prompts={"reflect": "edited $question $subqueries $findings"})
     assert seen[-1].edited == {"reflect": "edited $question $subqueries $findings"}
     edited_version = prompt_version("reflect", "edited $question $subqueries $findings")
-    assert read_rows(tmp_path / "results.jsonl")[0]["prompts"] == [edited_version]  # the row names what was sent
+    row = read_rows(tmp_path / "results.jsonl")[0]
+    assert row["prompts"] == [edited_version]                                      # the row names what was sent
+    assert (row["provider"], row["seed"], row["model_sha256"]) == (  # and the model file it was verified against
+        "llamacpp", small_config.llm.seed, CATALOGUE[small_config.llm.model].sha256[:16])
 
     path = PromptSet({"answer_structured": "edited $question $sources"}).save(tmp_path / "p.json")
     monkeypatch.setattr(registry, "STRATEGIES", {"naive": lambda question, config, **kw: fake_run("naive", question,

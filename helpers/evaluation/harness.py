@@ -41,7 +41,9 @@ from helpers.evaluation.plots import plot_evaluation
 from helpers.evaluation.scoring import AnswerScore, score_answer
 from helpers.evaluation.specs import parse_strategy
 from helpers.knowledge.ingest import ingest, ingest_manifest
-from helpers.models.llm import cpu_name, make_llm
+from helpers.models.backend import cpu_name
+from helpers.models.llm import make_llm
+from helpers.models.model_files import CATALOGUE
 from helpers.prompts import PromptSet, as_prompt_set, fence, render
 from helpers.results import Result
 from helpers.strategies.registry import run_strategy
@@ -240,14 +242,16 @@ def explain_misses(result: Result, gold: list[str], k: int, kind: str = "title")
 
 
 def run_stamp(config: Config) -> dict:
-    """What a result row needs to be compared later: the model, its provider and seed, the commit,
-    the CPU and the date."""
+    """What a result row needs to be compared later: the model (and, for the embedded default, the
+    sha256 its GGUF file was verified against), its provider and seed, the commit, the CPU and the date."""
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=PROJECT_ROOT, capture_output=True,
                                 text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         commit = ""
-    return {"model": config.llm.model, "provider": config.llm.provider, "seed": config.llm.seed,
+    gguf = CATALOGUE.get(config.llm.model) if config.llm.provider == "llamacpp" else None
+    return {"model": config.llm.model, "model_sha256": gguf.sha256[:16] if gguf else None,
+            "provider": config.llm.provider, "seed": config.llm.seed,
             "commit": commit or "unknown", "cpu": cpu_name(), "date": time.strftime("%Y-%m-%d")}
 
 

@@ -21,7 +21,7 @@ from typing import Iterable
 from helpers.config import PROJECT_ROOT, load_config
 from helpers.files import write_atomically
 from helpers.lab.workspace import PROMPTS_ENV, notebook_paths, rendered_pages
-from helpers.models.llm import available_cores, cpu_name
+from helpers.models.backend import available_cores, cpu_name
 
 DEFAULT_OUT = PROJECT_ROOT / "outputs" / "notebooks"
 

@@ -236,7 +236,7 @@ def _short(path: str) -> str:
 
 def environment_rows(config: Config) -> list[dict]:
     """What a notebook needs: Python, key packages, cores, model files."""
-    from helpers.models.llm import available_cores
+    from helpers.models.backend import available_cores
     from helpers.models.model_files import CATALOGUE, cache_dir
 
     rows = [{"item": "python", "value": f"{platform.python_version()} ({_short(sys.executable)})"},
