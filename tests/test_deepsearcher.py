@@ -9,6 +9,7 @@ from scripted import Seq, StepScriptedBackend
 from helpers.config import PipelineConfig, with_overrides
 from helpers.knowledge.embeddings import get_embedder
 from helpers.knowledge.ingest import ingest
+from helpers.knowledge.retrieval import search, search_collections
 from helpers.models.llm import LLM, Budget
 from helpers.results import Result
 from helpers.strategies.naive import run_naive
@@ -271,6 +272,22 @@ def test_retrieval_limits_chunks_per_document(simpsons_kb):
     varied, step = retrieve(store, embedder, routes, k=5, max_per_document=1)
     assert len(varied) == len({h.source for h in varied}) == 4 > len({h.source for h in plain})  # 4 files
     assert step.inputs["max_per_document"] == 1
+
+
+def test_the_one_search_puts_pages_first_keeps_each_chunk_once_and_cuts_to_k(simpsons_kb):
+    config, store, _ = simpsons_kb
+    embedder = get_embedder(config.embedding)
+    names = store.list_collections()
+    settings = config.search.model_copy(update={"top_k": 3})
+    query = "Who voices Homer Simpson?"
+    plain = search(store, embedder, query, names, settings)
+    assert len(plain) == 3 and plain == search_collections(store, embedder, query, names, k=3)[:3]
+    page = search(store, embedder, "Springfield nuclear plant", names, settings)[0]
+    with_page = search(store, embedder, query, names, settings, pages=[page, plain[0]])
+    assert [h.id for h in with_page] == list(dict.fromkeys([page.id, plain[0].id, *(h.id for h in plain)]))
+    assert len(search(store, embedder, query, names, settings, cut=False)) > 3       # the best 3 of each collection
+    one_each = search(store, embedder, query, names, settings, max_per_document=1)
+    assert len(one_each) == 3 and len({(h.collection, h.source) for h in one_each}) == 3
 
 
 def test_points_citing_the_wrong_passage_are_re_cited():

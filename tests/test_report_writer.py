@@ -13,10 +13,10 @@ from helpers.knowledge.embeddings import get_embedder
 from helpers.models.llm import LLM, Budget
 from helpers.results import Hit
 from helpers.strategies.pipeline import run_pipeline
-from helpers.strategies.synthesize import synthesize
 from helpers.strategies.report_writer import (Section, checked_heading, outline, repeats, section_schema, write_report,
                                               write_section)
 from helpers.strategies.reports import check_point, cut_off, cut_to_clause, split_cut_sentence
+from helpers.strategies.synthesize import synthesize
 
 
 def hit(id_: str, text: str = "", source: str = "") -> Hit:

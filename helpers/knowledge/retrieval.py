@@ -1,11 +1,14 @@
-"""Retrieval shared by every strategy: search several collections, merge hits
-without duplicates, and lay chunks out as numbered, fenced prompt text."""
+"""Retrieval shared by every strategy: the one search they all make (``search``: pages found by
+title, then dense or hybrid hits over several collections, each chunk once), merging hits
+without duplicates, and laying chunks out as numbered, fenced prompt text."""
 from __future__ import annotations
 
 import re
 import unicodedata
 from functools import lru_cache
+from typing import Sequence
 
+from helpers.config import SearchConfig
 from helpers.knowledge.chunking import body_of
 from helpers.knowledge.embeddings import Embedder
 from helpers.knowledge.store import VectorStore
@@ -92,6 +95,19 @@ def search_collections(store: VectorStore, embedder: Embedder, query: str, colle
     groups = [store.search(name, query, embedder, k=k, mode=mode, ranker=ranker, vector=vector)
               for name in collections]
     return merge_hits(*groups)
+
+
+def search(store: VectorStore, embedder: Embedder, query: str, collections: list[str], settings: SearchConfig, *,
+           k: int | None = None, pages: Sequence[Hit] = (), max_per_document: int = 0, cut: bool = True) -> list[Hit]:
+    """The one search every strategy makes: ``pages`` (found by title, ``lookup_pages``) first, then
+    the best ``k`` chunks (default ``search.top_k``) of ``query`` over ``collections``, dense or hybrid
+    as ``settings`` say (``cut=False``: the best k of each collection), each chunk once.  With
+    ``max_per_document``, at most that many chunks of one document (more are fetched to fill k)."""
+    k = k or settings.top_k
+    found = search_collections(store, embedder, query, collections, k=k * 3 if max_per_document else k,
+                               mode=settings.mode, ranker=settings.ranker)
+    found = at_most_per_document(found, max_per_document)
+    return list({hit.id: hit for hit in [*pages, *(found[:k] if cut else found)]}.values())
 
 
 _QUALIFIER = re.compile(r"\s*\([^()]*\)$")  # "David Bradley (director)" -> "David Bradley"

@@ -54,7 +54,7 @@ from helpers.errors import (BudgetExceededError, ContextOverflowError, DeepSearc
                             VectorStoreError)
 from helpers.knowledge.embeddings import Embedder, get_embedder
 from helpers.knowledge.query_dedup import QueryDeduper
-from helpers.knowledge.retrieval import interleave, named_pages, search_collections
+from helpers.knowledge.retrieval import interleave, named_pages, search
 from helpers.knowledge.store import VectorStore
 from helpers.knowledge.vectorstore import open_store
 from helpers.knowledge.web import WebSearchUnavailable, web_search
@@ -140,11 +140,8 @@ class DeepSearchAgent:
         """Search the question itself before the first step (no model call), so the run's
         evidence always holds what one plain search finds; the pages titled by the names the
         question mentions (``named_pages``, ``agent.pages`` each) come first."""
-        s = self.config.search
         names, pages = named_pages(self.store, self.embedder, self.question, self.collections, self.limits.pages)
-        hits = search_collections(self.store, self.embedder, self.question, self.collections, k=s.top_k,
-                                  mode=s.mode, ranker=s.ranker)[: s.top_k]
-        hits = list({h.id: h for h in pages + hits}.values())
+        hits = search(self.store, self.embedder, self.question, self.collections, self.config.search, pages=pages)
         self.memory.queries.append(self.question)
         self.query_dedup.remember([self.question])
         self.evidence.add(self.question, hits)
@@ -307,9 +304,7 @@ class DeepSearchAgent:
         for query in final.kept:
             self.memory.queries.append(query)
             try:
-                groups.append(search_collections(self.store, self.embedder, query, collections,
-                                                 k=self.config.search.top_k, mode=self.config.search.mode,
-                                                 ranker=self.config.search.ranker))
+                groups.append(search(self.store, self.embedder, query, collections, self.config.search, cut=False))
                 self.evidence.add(query, groups[-1])
             except VectorStoreError as exc:
                 notes.append(f"search for {query!r} failed: {exc}")

@@ -40,7 +40,7 @@ from helpers.answer_text import (answer_choices, drop_echo, earliest_or_latest, 
 from helpers.config import Config
 from helpers.errors import BudgetExceededError, DeepSearchLabError, StructuredOutputError
 from helpers.knowledge.embeddings import Embedder, get_embedder
-from helpers.knowledge.retrieval import lookup_pages, search_collections, title_key
+from helpers.knowledge.retrieval import lookup_pages, search, title_key
 from helpers.knowledge.store import VectorStore
 from helpers.knowledge.vectorstore import open_store
 from helpers.models.llm import LLM, Budget, make_llm
@@ -404,11 +404,6 @@ def search_step(store: VectorStore, embedder: Embedder, query: str, names: list[
                  for page in lookup_pages(store, embedder, name, query, names, config.chain.pages)]
         if pages:
             entry.notes.append("pages found by title: " + ", ".join(dict.fromkeys(p.title for p in pages)))
-        hits = search_collections(store, embedder, query, names, k=config.search.top_k, mode=config.search.mode,
-                                  ranker=config.search.ranker)[: config.search.top_k]
-        unique: dict[str, Hit] = {}
-        for hit in pages + hits:
-            unique.setdefault(hit.id, hit)
-        hits = list(unique.values())
+        hits = search(store, embedder, query, names, config.search, pages=pages)
         entry.kept = [hit_summary(h) for h in hits]
     return hits

@@ -13,7 +13,7 @@ import time
 from helpers.config import Config
 from helpers.errors import DeepSearchLabError
 from helpers.knowledge.embeddings import Embedder, get_embedder
-from helpers.knowledge.retrieval import named_pages, search_collections
+from helpers.knowledge.retrieval import named_pages, search
 from helpers.knowledge.store import VectorStore
 from helpers.knowledge.vectorstore import open_store
 from helpers.models.llm import LLM, make_llm
@@ -43,9 +43,7 @@ def run_naive(question: str, config: Config, *, llm: LLM | None = None, store: V
             mentioned, pages = named_pages(store, embedder, question, names, title_pages)
             if pages:
                 entry.notes.append(f"pages titled by the names {mentioned} put first")
-            hits = search_collections(store, embedder, question, names, k=config.search.top_k,
-                                      mode=config.search.mode)[: config.search.top_k]
-            hits = list({h.id: h for h in [*pages, *hits]}.values())
+            hits = search(store, embedder, question, names, config.search, pages=pages)
             entry.kept = [hit_summary(h) for h in hits]
         short, used, step = read_short_answer(llm, question, hits, len(hits), prompts=prompts)
         result.trace.append(step)

@@ -1,8 +1,9 @@
 """Retrieve (notebook 04): the routed searches run, at most a few passages of one document each."""
 from __future__ import annotations
 
+from helpers.config import SearchConfig
 from helpers.knowledge.embeddings import Embedder
-from helpers.knowledge.retrieval import at_most_per_document, merge_hits, search_collections
+from helpers.knowledge.retrieval import merge_hits, search
 from helpers.knowledge.store import VectorStore
 from helpers.results import Hit, TraceStep, hit_summary, traced
 
@@ -18,13 +19,12 @@ def retrieve(store: VectorStore, embedder: Embedder, routes: list[tuple[str, str
     with traced(trace, None, "retrieve", iteration, routes=[{"collection": c, "query": q} for c, q in routes],
                 k=k, mode=mode, max_per_document=max_per_document) as entry:
         groups = []
-        fetch = k * 3 if max_per_document else k
         for collection, query in routes:
             if store.info(collection).count == 0:
                 entry.notes.append(f"collection '{collection}' is empty")
                 continue
-            found = search_collections(store, embedder, query, [collection], k=fetch, mode=mode)
-            groups.append(at_most_per_document(found, max_per_document)[:k])
+            groups.append(search(store, embedder, query, [collection], SearchConfig(top_k=k, mode=mode),
+                                 max_per_document=max_per_document))
         hits = merge_hits(*groups)[:limit]
         entry.kept = [hit_summary(h) for h in hits]
     return hits, trace[0]
