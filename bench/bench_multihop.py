@@ -20,8 +20,9 @@ from pathlib import Path
 
 from common import BENCH_OUT, add_settings_argument, bench_config, more_same_less, paired, parsed_settings, table
 
-from helpers.evaluation.harness import (BENCHMARKS, answer_table, load_questions, miss_table, prepare_corpus, read_rows,
-                                        run_evaluation, sample_by_type)
+from helpers.evaluation.harness import (BENCHMARKS, load_questions, prepare_corpus, read_rows, run_evaluation,
+                                        sample_by_type)
+from helpers.evaluation.summary import answer_table, miss_table
 from helpers.models.backend import cpu_name
 
 STRATEGIES = "naive,naive_titles,oracle,chain"

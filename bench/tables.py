@@ -17,7 +17,8 @@ from pathlib import Path
 
 from common import PROJECT_ROOT
 
-from helpers.evaluation.harness import read_rows, summarise
+from helpers.evaluation.harness import read_rows
+from helpers.evaluation.summary import summarise
 
 RESULTS = PROJECT_ROOT / "bench" / "results"
 HEADER = """# Benchmarks

@@ -207,8 +207,9 @@ def _eval_args(p: argparse.ArgumentParser) -> None:
 
 @command("eval", "evaluate strategies: recall@k, EM and F1, calls, tokens, time (resumable)", _eval_args)
 def _eval(args: argparse.Namespace) -> None:
-    from helpers.evaluation.harness import (BENCHMARKS, answer_table, check_corpus, load_questions, miss_table,
-                                            parse_strategy, prepare_corpus, read_rows, run_evaluation, sample_by_type)
+    from helpers.evaluation.harness import (BENCHMARKS, check_corpus, load_questions, parse_strategy, prepare_corpus,
+                                            read_rows, run_evaluation, sample_by_type)
+    from helpers.evaluation.summary import answer_table, miss_table
     base = load_config()
     if args.benchmark:
         corpus, questions_file = BENCHMARKS[args.benchmark]

@@ -10,7 +10,8 @@ from helpers.knowledge.embeddings import get_embedder
 from helpers.knowledge.retrieval import matching_titles, names_in
 from helpers.models.llm import LLM, Budget
 from helpers.results import Hit
-from helpers.strategies.chain import Hop, fill_references, is_bridge, mirror_steps, run_chain
+from helpers.strategies.chain import mirror_steps, run_chain
+from helpers.strategies.chain_hops import Hop, fill_references, is_bridge
 from helpers.strategies.evidence import EvidenceLog
 from helpers.strategies.naive import run_naive
 from helpers.strategies.relations import find_relation, relation_plan

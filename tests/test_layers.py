@@ -80,3 +80,12 @@ def test_no_import_circles():
         if module not in done:
             visit(module, [module], done)
     assert not circles, "import circles:\n" + "\n".join(circles)
+
+
+def test_no_module_above_400_lines_and_no_class_above_200():
+    long_modules = {path.relative_to(PACKAGE).as_posix(): n for path in PACKAGE.rglob("*.py")
+                    if (n := len(path.read_text().splitlines())) > 400}
+    long_classes = {f"{path.relative_to(PACKAGE).as_posix()}:{node.name}": node.end_lineno - node.lineno + 1
+                    for path in PACKAGE.rglob("*.py") for node in ast.walk(ast.parse(path.read_text()))
+                    if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > 200}
+    assert not long_modules and not long_classes, (long_modules, long_classes)

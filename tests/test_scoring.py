@@ -6,8 +6,9 @@ import pytest
 
 from helpers.answer_text import (answer_choices, earliest_or_latest, is_yes_no_question, normalise, parse_date,
                                  question_options, wants_earlier)
-from helpers.evaluation.harness import EvalQuestion, row_scores, score, summarise
+from helpers.evaluation.harness import EvalQuestion, score
 from helpers.evaluation.scoring import contains_answer, exact_match, score_answer, token_f1
+from helpers.evaluation.summary import row_scores, summarise
 from helpers.strategies.answer import tidy_answer
 from helpers.strategies.reports import answer_schema
 

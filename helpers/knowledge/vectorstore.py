@@ -119,6 +119,37 @@ def check_local_path(path: Path) -> None:
                                f"move that file away or choose another path. {fix}")
 
 
+def connect(uri: str, token: str, is_local: bool):
+    """A ``MilvusClient`` for ``uri`` (a Milvus Lite directory, created if needed, or a server); a
+    locked or unreachable database says what to do."""
+    from pymilvus import MilvusClient
+
+    if is_local:
+        check_local_path(Path(uri))
+        try:
+            Path(uri).parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise VectorStoreError(f"cannot create the folder of the Milvus Lite database {uri}: {exc}. "
+                                   "Choose a writable path with DSL_MILVUS_URI (or vector_db.uri).") from exc
+    try:
+        # the client pings every 10 s by default, which the embedded server refuses
+        # ("too_many_pings" lines on stderr mid-run); a local server needs no keepalive
+        options = {"grpc_options": _LOCAL_GRPC} if is_local else {}
+        return MilvusClient(uri=uri, token=token, **options)
+    except Exception as exc:  # pymilvus wraps the cause in several exception types
+        text = str(exc)
+        holders = lock_holders(Path(uri).resolve()) if is_local else []
+        if holders or "lock" in text.lower():
+            holders = ", ".join(holders) or "another process"
+            raise DatabaseLockedError(
+                f"the Milvus Lite database {uri} is locked by {holders}. Milvus Lite allows one "
+                "process per directory: close the other notebook kernel or program, use another "
+                "path (vector_db.uri / MILVUS_URI), or share it through server mode "
+                f"(`milvus-lite server --data-dir {uri} --port 19530`, then "
+                "MILVUS_URI=http://127.0.0.1:19530).") from exc
+        raise VectorStoreError(f"cannot open the vector database at {uri}: {text}") from exc
+
+
 class MilvusStore:
     """A Milvus (Lite or server) database holding described collections (implements
     ``helpers.knowledge.store.VectorStore``, plus the writes ingest needs).
@@ -126,42 +157,16 @@ class MilvusStore:
     ``page_size`` is how many rows one call reads when a read may return many (``rows``)."""
 
     def __init__(self, uri: str, token: str = "", page_size: int = 1000):
-        from pymilvus import MilvusClient
-
         # Milvus Lite gives query iterators no server timestamp: pymilvus warns, then uses its own
         # clock (fine).  Set here, as importing pymilvus resets its loggers' levels.
         logging.getLogger("pymilvus.client.iterator.query_iterator").setLevel(logging.ERROR)
-
         self.is_local = not is_server_uri(uri)
-        if self.is_local:
-            check_local_path(Path(uri))
-            try:
-                Path(uri).parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise VectorStoreError(f"cannot create the folder of the Milvus Lite database {uri}: {exc}. "
-                                       "Choose a writable path with DSL_MILVUS_URI (or vector_db.uri).") from exc
         self.uri = uri
         self.page_size = page_size
         self._loaded: set[str] = set()
         self._meta_cache: dict[str, dict] = {}
         self._titles: dict[str, list[str]] = {}
-        try:
-            # the client pings every 10 s by default, which the embedded server refuses
-            # ("too_many_pings" lines on stderr mid-run); a local server needs no keepalive
-            options = {"grpc_options": _LOCAL_GRPC} if self.is_local else {}
-            self.client = MilvusClient(uri=uri, token=token, **options)
-        except Exception as exc:  # pymilvus wraps the cause in several exception types
-            text = str(exc)
-            holders = lock_holders(Path(uri).resolve()) if self.is_local else []
-            if holders or "lock" in text.lower():
-                holders = ", ".join(holders) or "another process"
-                raise DatabaseLockedError(
-                    f"the Milvus Lite database {uri} is locked by {holders}. Milvus Lite allows one "
-                    "process per directory: close the other notebook kernel or program, use another "
-                    "path (vector_db.uri / MILVUS_URI), or share it through server mode "
-                    f"(`milvus-lite server --data-dir {uri} --port 19530`, then "
-                    "MILVUS_URI=http://127.0.0.1:19530).") from exc
-            raise VectorStoreError(f"cannot open the vector database at {uri}: {text}") from exc
+        self.client = connect(uri, token, self.is_local)
 
     def close(self) -> None:
         """Close the client and, for Milvus Lite, release the directory lock for other processes."""
@@ -302,7 +307,7 @@ class MilvusStore:
     def source_chunks(self, name: str, source: str) -> list[Hit]:
         """All chunks of one source document, in order (the agent's 'visit'); ``source`` may be
         the full name or the stored form a hit carries."""
-        hits = [self._hit(name, row, 1.0) for row in self.rows(name, ["id", *OUTPUT_FIELDS], source)]
+        hits = [stored_hit(name, row, 1.0) for row in self.rows(name, ["id", *OUTPUT_FIELDS], source)]
         return sorted(hits, key=lambda h: h.chunk_index)
 
     def titled_chunks(self, name: str, titles: list[str], vector: list[float]) -> list[Hit]:
@@ -312,16 +317,10 @@ class MilvusStore:
         empty (the index's graph walk rarely meets the few rows that pass)."""
         rows = list(self.rows(name, ["id", *OUTPUT_FIELDS, "vector"], where=title_filter(titles)))
         query = _unit(vector)
-        hits = [self._hit(name, row, float(query @ _unit(row["vector"]))) for row in rows]
+        hits = [stored_hit(name, row, float(query @ _unit(row["vector"]))) for row in rows]
         return sorted(hits, key=lambda h: h.score, reverse=True)
 
     # search ----------------------------------------------------------------
-    @staticmethod
-    def _hit(collection: str, row: dict, score: float, similarity: float | None = None) -> Hit:
-        entity = row.get("entity", row)
-        return Hit(str(row.get("id", entity.get("id"))), entity["text"], float(score), collection,
-                   entity["source"], entity["title"], entity["section"], int(entity["chunk_index"]), similarity)
-
     def search(self, name: str, query: str, embedder: Embedder, k: int = 5, mode: str = "dense",
                ranker: str = "rrf", weights: tuple[float, float] = (0.7, 0.3),
                vector: list[float] | None = None) -> list[Hit]:
@@ -339,7 +338,7 @@ class MilvusStore:
         if mode == "dense":
             results = self.client.search(name, data=[vector], anns_field="vector", limit=k,
                                          output_fields=OUTPUT_FIELDS, search_params={"metric_type": "COSINE"})
-            return [self._hit(name, row, row["distance"]) for row in results[0]]
+            return [stored_hit(name, row, row["distance"]) for row in results[0]]
         requests = [
             AnnSearchRequest(data=[vector], anns_field="vector", param={"metric_type": "COSINE"}, limit=k * 2),
             AnnSearchRequest(data=[query], anns_field="sparse", param={"metric_type": "BM25"}, limit=k * 2),
@@ -347,8 +346,15 @@ class MilvusStore:
         fusion = RRFRanker(60) if ranker == "rrf" else WeightedRanker(*weights)
         results = self.client.hybrid_search(name, requests, fusion, limit=k, output_fields=[*OUTPUT_FIELDS, "vector"])
         query_unit = _unit(vector)
-        return [self._hit(name, row, row["distance"], float(query_unit @ _unit(row["entity"]["vector"])))
+        return [stored_hit(name, row, row["distance"], float(query_unit @ _unit(row["entity"]["vector"])))
                 for row in results[0]]
+
+
+def stored_hit(collection: str, row: dict, score: float, similarity: float | None = None) -> Hit:
+    """A stored row (or a search result's entity) as a ``Hit``."""
+    entity = row.get("entity", row)
+    return Hit(str(row.get("id", entity.get("id"))), entity["text"], float(score), collection,
+               entity["source"], entity["title"], entity["section"], int(entity["chunk_index"]), similarity)
 
 
 def _unit(vector) -> np.ndarray:

@@ -31,28 +31,25 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass, field
 
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, Field
 
-from helpers.answer_text import (answer_choices, drop_echo, earliest_or_latest, is_yes_no_question, names_one_of,
-                                 parse_date, wants_earlier)
+from helpers.answer_text import answer_choices, drop_echo, names_one_of
 from helpers.config import Config
 from helpers.errors import BudgetExceededError, DeepSearchLabError, StructuredOutputError
 from helpers.knowledge.embeddings import Embedder, get_embedder
-from helpers.knowledge.retrieval import lookup_pages, search, title_key
+from helpers.knowledge.retrieval import lookup_pages, search
 from helpers.knowledge.store import VectorStore
 from helpers.knowledge.vectorstore import open_store
 from helpers.models.llm import LLM, Budget, make_llm
 from helpers.prompts import PromptSet, as_prompt_set, fence, prompt_version, render
 from helpers.results import Hit, Result, TraceStep, hit_summary, traced
-from helpers.strategies.answer import NOT_FOUND, read_short_answer, tidy_answer
+from helpers.strategies.answer import NOT_FOUND, tidy_answer
+from helpers.strategies.chain_answer import final_answer
+from helpers.strategies.chain_hops import (REFERENCE, Hop, facts_text, fill_references, found_answers, is_bridge,
+                                           missing_link, one_chain, step_entities)
 from helpers.strategies.evidence import EvidenceLog
 from helpers.strategies.relations import relation_plan
-from helpers.strategies.reports import ASKS_FOR, answer_field
-
-_REFERENCE = re.compile(r"#(\d+)")
-_ASKS_WHO = re.compile(r"\s*who(m)?\b", re.IGNORECASE)
 
 
 class Plan(BaseModel):
@@ -64,19 +61,6 @@ class StepAnswer(BaseModel):
     answer: str = Field(description="a few words copied from the results, or 'not found'")
 
 
-@dataclass
-class Hop:
-    """One step of the chain: the planned question, the query searched (references filled in),
-    what the search returned, and the answer read from it."""
-
-    step: str
-    query: str
-    hits: list[Hit] = field(default_factory=list)
-    answer: str = ""
-
-    @property
-    def answered(self) -> bool:
-        return bool(self.answer) and NOT_FOUND not in self.answer.lower()
 
 
 def plan_steps(llm: LLM, question: str, max_steps: int = 4,
@@ -132,53 +116,9 @@ def mirror_steps(steps: list[str], names: list[str]) -> list[str]:
     for other in (n for n in names if n != named[0]):
         offset = len(mirrored)
         for step in steps:
-            step = _REFERENCE.sub(lambda m: f"#{int(m.group(1)) + offset}", step)
+            step = REFERENCE.sub(lambda m: f"#{int(m.group(1)) + offset}", step)
             mirrored.append(first.sub(lambda _: other, step))
     return mirrored
-
-
-def referenced_hop(number: int, hops: list[Hop]) -> Hop | None:
-    """The earlier step ``#number`` stands for (None when there is no such step).
-
-    A reference points at someone or something an earlier step found.  When ``#n`` names a step
-    that asks a fact (not "who") about an earlier answer (small models sometimes count "the second
-    director" rather than steps), the latest step that is about no earlier answer is used instead."""
-    if not 1 <= number <= len(hops):
-        return None
-    if _REFERENCE.search(hops[number - 1].step) and not _ASKS_WHO.match(hops[number - 1].step):
-        number = max((n for n, hop in enumerate(hops, start=1) if not _REFERENCE.search(hop.step)),
-                     default=number)
-    return hops[number - 1]
-
-
-def fill_references(step: str, hops: list[Hop]) -> str:
-    """``step`` with each ``#n`` replaced by step n's answer (or, when it was not found, by
-    step n's own question, so the search still carries its words)."""
-    def answer_of(match: re.Match) -> str:
-        hop = referenced_hop(int(match.group(1)), hops)
-        if hop is None:
-            return match.group(0)
-        return hop.answer if hop.answered else hop.query.rstrip("?")
-    return _REFERENCE.sub(answer_of, step)
-
-
-def missing_link(step: str, hops: list[Hop]) -> int:
-    """The number of the first earlier step that ``step`` builds on and that found nothing (0 if none).
-    In one chain of steps, such a step is searched (its words still find passages) but not read: no
-    answer read about "the father of <nothing found>" can be the answer."""
-    for m in _REFERENCE.findall(step):
-        if (hop := referenced_hop(int(m), hops)) is not None and not hop.answered:
-            return hops.index(hop) + 1
-    return 0
-
-
-def step_entities(step: str, names: list[str], hops: list[Hop]) -> list[str]:
-    """What a planned step is about: the question's names it mentions, and the answers its
-    ``#n`` references stand for (their pages are looked up by title before the step is read)."""
-    mentioned = [n for n in names if n.lower() in step.lower()]
-    referenced = [hop.answer for m in _REFERENCE.findall(step)
-                  if (hop := referenced_hop(int(m), hops)) is not None and hop.answered]
-    return list(dict.fromkeys(mentioned + referenced))
 
 
 def read_answer(llm: LLM, hop: Hop, passages: int = 3, passage_chars: int = 600,
@@ -209,122 +149,6 @@ def read_answer(llm: LLM, hop: Hop, passages: int = 3, passage_chars: int = 600,
             entry.notes.append(f"no valid reply ({exc.last_error}); counted as not found")
         entry.parsed = answer or NOT_FOUND
     return entry.parsed, trace[0]
-
-
-def is_bridge(number: int, steps: list[str]) -> bool:
-    """True when step ``number`` asks for something later steps build on: it refers to no earlier
-    answer itself, and a later step refers to one (its answer is the next hop's entity)."""
-    return not _REFERENCE.search(steps[number - 1]) and any(_REFERENCE.search(s) for s in steps[number:])
-
-
-def step_subjects(hops: list[Hop], names: list[str]) -> list[str | None]:
-    """For each hop, the question's name its chain of steps started from ("Who directed Film A?"
-    and "When was #1 born?" are both about "Film A"), or None."""
-    subjects: list[str | None] = []
-    for number, hop in enumerate(hops, start=1):
-        subject = next((n for n in names if n.lower() in hop.step.lower()), None)
-        for m in _REFERENCE.findall(hop.step):
-            if subject is None and (ref := referenced_hop(int(m), hops[: number - 1])) is not None:
-                subject = subjects[hops.index(ref)]
-        subjects.append(subject)
-    return subjects
-
-
-def compared_by_dates(question: str, names: list[str], hops: list[Hop]) -> str | None:
-    """The option a "which came first / who was born later" question asks for, decided by comparing
-    the dates the steps found for each option (the last dated answer of each option's chain of
-    steps), not by the model: a small model compares two dates no better than a coin.  None when the
-    question names fewer than two options, says no direction, or an option has no date."""
-    earlier = wants_earlier(question)
-    options = [n for n in names if title_key(n) in title_key(question)]
-    if earlier is None or len(options) < 2 or is_yes_no_question(question):
-        return None
-    dates: dict[str, tuple[int, int, int]] = {}
-    for hop, subject in zip(hops, step_subjects(hops, names)):
-        if subject in options and hop.answered and (date := parse_date(hop.answer)):
-            dates[subject] = date
-    return earliest_or_latest(dates, earlier) if set(dates) == set(options) else None
-
-
-def found_answers(hops: list[Hop]) -> str:
-    """The answers the steps found, joined (what the chain says when no answer call could be made)."""
-    return "; ".join(hop.answer for hop in hops if hop.answered)
-
-
-def facts_text(hops: list[Hop]) -> str:
-    """The steps and their answers, one line each (for the final prompt)."""
-    return "\n".join(f"- {hop.query} -> {hop.answer or NOT_FOUND}" for hop in hops) or "- none"
-
-
-def chained_answer(question: str, steps: list[str], hops: list[Hop]) -> str | None:
-    """The last step's answer, when the question is one chain of steps ("Who is X's mother?", "When
-    did #1 die?", ``one_chain``) and every step found its fact.  Then no answer call is needed, and
-    none can give the intermediate entity instead.  A chain with a missing link gives no answer."""
-    if not one_chain(question, steps) or len(hops) != len(steps) or not all(hop.answered for hop in hops):
-        return None
-    return hops[-1].answer
-
-
-def answer_from_facts(llm: LLM, question: str, hops: list[Hop],
-                      template: str | None = None) -> tuple[str, TraceStep]:
-    """A short answer written from the steps' answers (not from whole passages), after naming what
-    kind of thing the answer must be."""
-    trace: list[TraceStep] = []
-    with traced(trace, llm.ledger, "answer", question=question) as entry:
-        entry.prompts = [prompt_version("chain_answer", template)]
-        entry.messages = [{"role": "user", "content": render("chain_answer", template, question=question,
-                                                             facts=fence(facts_text(hops)))}]
-        try:
-            schema = create_model("FinalAnswer", asks_for=ASKS_FOR, answer=answer_field(answer_choices(question)))
-            reply = llm.structured(entry.messages, schema, step="answer", max_tokens=80, temperature=0.0)
-            entry.raw, answer = reply.raw, " ".join(reply.value.answer.split())
-        except StructuredOutputError as exc:
-            entry.raw = exc.raw_replies[-1] if exc.raw_replies else ""
-            answer = found_answers(hops)
-            entry.notes.append(f"no valid answer ({exc.last_error}); answering with the facts themselves")
-        entry.parsed = answer
-    return answer, trace[0]
-
-
-def one_chain(question: str, steps: list[str]) -> bool:
-    """True when the question is one chain of steps whose last step builds on an earlier answer
-    ("Who is X's mother?", "When did #1 die?") and offers no options: its last step asks the question."""
-    return bool(steps) and bool(_REFERENCE.search(steps[-1])) and not answer_choices(question)
-
-
-def answer_from_passages(llm: LLM, question: str, hops: list[Hop], question_hits: list[Hit],
-                         prompts: PromptSet | None = None) -> tuple[str, TraceStep]:
-    """The answer read off passages by the same reader as naive RAG (``read_short_answer``): the last
-    step's best passages (about the entity the chain reached) and the question's own best ones."""
-    last = hops[-1].hits[:3] if hops else []
-    hits = list({hit.id: hit for hit in [*last, *question_hits[:2]]}.values())
-    short, _, entry = read_short_answer(llm, question, hits, len(hits), prompts=prompts)
-    entry.notes.insert(0, "the facts gave no answer: read from the last step's and the question's passages")
-    return short.answer, entry
-
-
-def final_answer(llm: LLM, question: str, steps: list[str], names: list[str], hops: list[Hop],
-                 question_hits: list[Hit] = (), prompts: PromptSet | None = None) -> tuple[str, list[TraceStep]]:
-    """The chain's answer from its steps' findings, and the trace of how it was decided: the last
-    step's answer for one chain of steps (``chained_answer``), the option the dates decide for a
-    which-came-first question (``compared_by_dates``), else one call on the facts
-    (``answer_from_facts``).  When the facts give nothing (the chain's last step found nothing, or the
-    call says "not found"), the passages are read instead (``answer_from_passages``)."""
-    prompts = as_prompt_set(prompts)
-    if (last := chained_answer(question, steps, hops)) is not None:
-        return last, [TraceStep("answer", len(hops), parsed=last, notes=[
-            "one chain of steps: its last step's answer is the answer (no call)"])]
-    if (option := compared_by_dates(question, names, hops)) is not None:
-        return option, [TraceStep("answer", len(hops), parsed=option, notes=[
-            "the dates the steps found decide the comparison (no call)"])]
-    entries = []
-    if any(hop.answered for hop in hops) and not one_chain(question, steps):
-        answer, entry = answer_from_facts(llm, question, hops, prompts.template("chain_answer"))
-        entries.append(entry)
-        if NOT_FOUND not in answer.lower():
-            return answer, entries
-    answer, entry = answer_from_passages(llm, question, hops, list(question_hits), prompts)
-    return answer, entries + [entry]
 
 
 def run_chain(question: str, config: Config, *, llm: LLM | None = None, store: VectorStore | None = None,
