@@ -211,6 +211,21 @@ def test_every_recorded_call_is_counted_for_the_cost_check():
     assert calls_in_process() == before + 1
 
 
+@pytest.mark.parametrize("mode", ["fast", "full"])
+def test_no_rendered_page_is_older_than_its_notebook(mode):
+    folder = NOTEBOOK_DIR / "rendered" / mode
+    stale = stale_pages(folder)
+    assert not stale, (f"notebooks/rendered/{mode}: {stale} changed since their page was rendered; run "
+                       f"python -m helpers notebooks --render{' --fast' if mode == 'fast' else ''} on them")
+    pages = json.loads((folder / "index.json").read_text()) if (folder / "index.json").exists() else {}
+    assert all((folder / f"{name}.html").exists() and page["run"] == "ok" for name, page in pages.items())
+
+
+def test_the_fast_rendering_covers_the_series():
+    pages = json.loads((NOTEBOOK_DIR / "rendered" / "fast" / "index.json").read_text())
+    assert sorted(pages) == EXPECTED
+
+
 def test_the_mode_cell_sets_the_mode_and_says_what_it_costs(monkeypatch):
     from helpers.errors import InputError
     from helpers.lab.notebooks import choose_mode, fast_mode
