@@ -23,10 +23,12 @@ How the original is run
 
 Both sides are scored here with the same functions (``helpers.evaluation.harness``):
 recall@k per DeepSearcher's published protocol (share of gold titles among the
-first k distinct retrieved titles; sources for the Simpsons set) and answer
-containment.  For the original, "retrieved" is what its agent hands to the
-answer step (for DeepSearch: the chunks its YES/NO rerank accepted), as for ours
-(the chunks the report is written from).
+first k distinct retrieved titles; sources for the Simpsons set) and the answer's
+EM and F1 (the field's normalisation, gold plus aliases).  For the original,
+"retrieved" is what its agent hands to the answer step (for DeepSearch: the chunks
+its YES/NO rerank accepted); ours lists every passage found, in rank order.  So
+that neither side gains from a longer list, "recall@5, same passages" cuts both
+lists, per question, to as many titles as the original handed its answer step.
 
 Usage:
     python bench/bench_vs_deepsearcher.py --fast --limit 5
@@ -55,8 +57,10 @@ from pathlib import Path
 from common import BENCH_OUT, bench_config, more_same_less, paired, table
 
 from helpers.config import Config, with_overrides
-from helpers.evaluation.harness import (EvalQuestion, answer_matches, load_questions, prepare_corpus, recall_at_k,
-                                        run_evaluation, sample_by_type, summarise)
+from helpers.evaluation.harness import (EvalQuestion, load_questions, prepare_corpus, recall_at_k, run_evaluation,
+                                        sample_by_type, score)
+from helpers.evaluation.scoring import AnswerScore
+from helpers.evaluation.summary import summarise
 from helpers.knowledge.ingest import read_manifest
 from helpers.models.backend import available_cores
 from helpers.models.llama_server import llama_server
@@ -210,10 +214,10 @@ def score_original(out: Path, questions: list[EvalQuestion], strategies: list[st
         key = "title" if question.gold_kind == "title" else "reference"
         retrieved = list(dict.fromkeys(item[key] for item in raw["retrieved"]))
         failed = bool(raw["error"]) or not raw["answer"].strip()
+        scored = score(raw["answer"], question) if not failed else AnswerScore(0.0, 0.0, False)
         row = {**raw, "strategy": f"original {spec}", "type": question.type, "question": question.question,
                "gold_answer": question.answer, "failed": failed, "retrieved": retrieved,
-               "error": raw["error"] or ("empty answer" if failed else ""),
-               "correct": answer_matches(raw["answer"], question) if not failed else False}
+               "error": raw["error"] or ("empty answer" if failed else ""), **scored.as_row()}
         for k in KS:
             row[f"recall@{k}"] = recall_at_k(retrieved, question.gold, k, question.gold_kind)
         rows.append(row)
@@ -221,11 +225,26 @@ def score_original(out: Path, questions: list[EvalQuestion], strategies: list[st
 
 
 # -- report ---------------------------------------------------------------------------
-def summary_table(summary: dict) -> list[dict]:
+def same_depth_recall(rows: list[dict], questions: list[EvalQuestion], k: int) -> dict[str, float]:
+    """Recall@k of each strategy with every list cut to as many titles as the original handed its
+    answer step on that question (its reranked chunks), so both sides are scored on the same number
+    of passages; only questions the original answered."""
+    by_id = {q.id: q for q in questions}
+    depth = {r["id"]: len(r["retrieved"]) for r in rows if r["strategy"].startswith("original ") and not r["failed"]}
+    found: dict[str, list[float]] = {}
+    for r in rows:
+        if r["id"] in depth and r.get(f"recall@{k}") is not None:
+            question, cut = by_id[r["id"]], r["retrieved"][: depth[r["id"]]]
+            found.setdefault(r["strategy"], []).append(recall_at_k(cut, question.gold, k, question.gold_kind) or 0.0)
+    return {label: sum(values) / len(values) for label, values in found.items()}
+
+
+def summary_table(summary: dict, same_depth: dict[str, float]) -> list[dict]:
     rows = []
     for label, s in summary.items():
         rows.append({"strategy": label, "recall@2": _num(s.get("recall@2")), "recall@5": _num(s.get("recall@5")),
-                     "accuracy": _num(s["accuracy"]), "LLM calls": _num(s["calls"], 1),
+                     "recall@5, same passages": _num(same_depth.get(label)), "EM": _num(s["em"]),
+                     "F1": _num(s["f1"]), "LLM calls": _num(s["calls"], 1),
                      "prompt tok": _num(s["prompt_tokens"], 0), "completion tok": _num(s["completion_tokens"], 0),
                      "seconds": _num(s["seconds"], 1), "failures": f"{s['failures']}/{s['questions']}"})
     return rows
@@ -409,7 +428,7 @@ def main() -> None:
 
     lines = [f"\nOurs vs deepsearcher 0.0.2 - model {config.llm.model}, {len(questions)} question(s) "
              f"({questions_path.name}), embeddings {config.embedding.model}; means per question",
-             table(summary_table(summary)), ""]
+             table(summary_table(summary, same_depth_recall(rows, questions, 5))), ""]
     lines += goal_lines(summary)
     agents = agent_lines(rows, summary)
     if agents:
@@ -421,8 +440,8 @@ def main() -> None:
         lines += [""] + notes
     step = 1 / max(len(questions), 1)
     lines += ["", f"Notes: {len(questions)} question(s), so one question moves a mean by {step:.2f}; answers "
-              "are sampled, so reruns differ. Accuracy is containment of the gold answer: long answers "
-              "that name many entities score higher. Seconds include any time the machine spent on other work. "
+              "are sampled, so reruns differ. EM and F1 score the answer as the field does (an answer naming "
+              "both options of a comparison gets no EM). Seconds include any time the machine spent on other work. "
               "Ours runs the model in-process (llama-cpp-python), the original through "
               "llama_cpp.server (same GGUF, context and threads); tokens are the server's / backend's counts. "
               "The original's requests carry no temperature or max_tokens (server defaults: 0.8, unlimited)"
