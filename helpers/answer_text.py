@@ -72,11 +72,12 @@ def drop_echo(answer: str, asked: str) -> str:
 
 
 def names_one_of(answer: str, names: list[str]) -> bool:
-    """True when ``answer`` names one of ``names`` (all the words of one are in the other: "Anna Lisbeth
-    Christina Palme" names "Lisbeth Palme"), which a step about that person cannot give as its answer."""
+    """True when ``answer`` names one of ``names`` (it holds all of that name's words: "Anna Lisbeth
+    Christina Palme" names "Lisbeth Palme"), which a step about that person cannot give as its answer.
+    A shorter name made of some of its words is another person ("Louis XV" beside "Louis, Dauphin of
+    France (son of Louis XV)")."""
     said = set(normalise(answer).split())
-    return bool(said) and any((words := set(normalise(n).split())) and (words <= said or said <= words)
-                              for n in names)
+    return any((words := set(normalise(n).split())) and words <= said for n in names)
 
 
 _MONTHS = {m: n for n, m in enumerate(("january february march april may june july august september october "

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.answer_text import (answer_choices, earliest_or_latest, is_yes_no_question, normalise, parse_date,
-                                 question_options, wants_earlier)
+from helpers.answer_text import (answer_choices, earliest_or_latest, is_yes_no_question, names_one_of, normalise,
+                                 parse_date, question_options, wants_earlier)
 from helpers.evaluation.harness import EvalQuestion, score
 from helpers.evaluation.scoring import contains_answer, exact_match, score_answer, token_f1
 from helpers.evaluation.summary import row_scores, summarise
@@ -135,3 +135,11 @@ def test_a_comparison_of_dates_says_which_way_and_refuses_a_tie():
     assert earliest_or_latest({k: dates[k] for k in "AC"}, True) == "A"
     assert earliest_or_latest({k: dates[k] for k in "AC"}, False) == "C"
     assert earliest_or_latest({k: dates[k] for k in "AB"}, True) is None   # 1950 against "some day in 1950"
+
+
+def test_an_answer_names_a_person_when_it_holds_all_of_the_name():
+    assert names_one_of("Anna Lisbeth Christina Palme", ["Lisbeth Palme"])       # the subject, in full
+    assert names_one_of("Godomar II", ["Godomar Ii"])
+    assert not names_one_of("Louis XV", ["Louis, Dauphin Of France (Son Of Louis Xv)"])  # his father
+    assert not names_one_of("Ruaidhrí Mac Ruaidhrí", ["Raghnall Mac Ruaidhrí"])           # another person
+    assert not names_one_of("", ["Ann"]) and not names_one_of("Ann", [""])
