@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+import nbformat
 import pytest
 from scripted import Seq, StepScriptedBackend
 
@@ -10,7 +11,9 @@ from helpers.config import PipelineConfig, with_overrides
 from helpers.knowledge.embeddings import get_embedder
 from helpers.knowledge.ingest import ingest
 from helpers.knowledge.retrieval import search, search_collections
+from helpers.lab.notebooks import NOTEBOOK_DIR
 from helpers.models.llm import LLM, Budget
+from helpers.prompts import PromptSet
 from helpers.results import Result
 from helpers.strategies.naive import run_naive
 from helpers.strategies.pipeline import run_pipeline
@@ -303,3 +306,38 @@ def test_points_citing_the_wrong_passage_are_re_cited():
     assert [point.sources for point in report.sections[0].points] == [[1], [2]]   # the third is held by none
     assert [change.split(" (")[0].split(" [")[0] for change in changes] == ["re-cited", "dropped"]
     assert changes[0].startswith("re-cited [1] instead of [2]")
+
+
+def test_notebook_05s_open_loop_makes_the_calls_run_pipeline_makes(simpsons_kb):
+    """The loop notebook 05 writes in the open is the demo's loop: with the same scripted replies it sends
+    the model exactly the messages run_pipeline sends before its answer."""
+    config, store, _ = simpsons_kb
+    config = with_overrides(config, {"pipeline.max_iter": 3, "pipeline.answer": "short",
+                                     "pipeline.relevance_accept": 1.0})
+    embedder = get_embedder(config.embedding)
+    cells = [cell.source for cell in nbformat.read(NOTEBOOK_DIR / "05_reflection_and_the_loop.ipynb", 4).cells
+             if cell.cell_type == "code"]
+    namespace = {"MODE": None}
+    exec(cells[0], namespace)                                       # the notebook's imports
+    namespace.update(config=config, store=store, embedder=embedder)
+    exec(next(c for c in cells if c.startswith("def open_loop(")), namespace)
+
+    def scripted() -> StepScriptedBackend:
+        return StepScriptedBackend({
+            "decompose": {"queries": ["animation studios and digital colouring", "voice cast changes"]},
+            "route": lambda messages: {"routes": [{"collection": "simpsons_characters" if "voice" in
+                                                   messages[-1]["content"] else "simpsons_production",
+                                                   "query": "studios and voices"}]},
+            "relevance": {"relevant": [1, 2]}, "reflect": Seq({"gaps": ["ratings over the decades"]}, {"gaps": []}),
+            "answer": {"asks_for": "changes", "facts": "It changed [1]", "answer": "It changed", "sources": [1]}})
+
+    def llm(backend):
+        return LLM(backend, budget=Budget(max_calls=config.pipeline.max_calls,
+                                          max_prompt_tokens=config.pipeline.max_prompt_tokens))
+    open_backend, pipeline_backend = scripted(), scripted()
+    _, rounds, _ = namespace["open_loop"](QUESTION, PromptSet(), llm=llm(open_backend))
+    run_pipeline(QUESTION, config, llm=llm(pipeline_backend), store=store, embedder=embedder)
+    sent = [(c["step"], c["messages"]) for c in open_backend.calls]
+    assert sent == [(c["step"], c["messages"]) for c in pipeline_backend.calls][:-1]
+    assert pipeline_backend.steps()[-1] == "answer" and open_backend.steps().count("reflect") == 2
+    assert [r["round"] for r in rounds] == [1, 2]

@@ -101,6 +101,15 @@ def run_pipeline(question: str, config: Config, *, llm: LLM | None = None, store
     return result
 
 
+def answer_reserve(config: Config, llm: LLM) -> tuple[int, int]:
+    """What the answer after the loop needs, kept back from the search: its calls (each section and the
+    overview, or one) and a typical prompt size (less when the budget is small)."""
+    p = config.pipeline
+    sections = p.answer == "report" and p.report_style == "sections"
+    prompt = min(5000 if sections else min(llm.context_size // 2, 3000), (llm.budget.max_prompt_tokens or 10**9) // 3)
+    return (p.report_sections + 1 if sections else 1), prompt
+
+
 def _search_loop(llm: LLM, question: str, config: Config, store: VectorStore, embedder: Embedder,
                  described: dict[str, str], evidence: EvidenceLog, trace: list[TraceStep],
                  prompts: PromptSet) -> None:
@@ -110,12 +119,7 @@ def _search_loop(llm: LLM, question: str, config: Config, store: VectorStore, em
     The question's own top-k is never demoted by the relevance judge.  Stops early when the budget
     left is only enough for the final report; chunks retrieved but not yet judged stay as they are."""
     p = config.pipeline
-    # what the final answer needs: its calls (each section and the overview, or one) and a typical
-    # prompt size (less when the budget is small)
-    sections = p.answer == "report" and p.report_style == "sections"
-    final_calls = p.report_sections + 1 if sections else 1
-    reserve_prompt = min(5000 if sections else min(llm.context_size // 2, 3000),
-                         (llm.budget.max_prompt_tokens or 10**9) // 3)
+    final_calls, reserve_prompt = answer_reserve(config, llm)
     own, step = retrieve(store, embedder, [(name, question) for name in described], config.search.top_k,
                          config.search.mode, 0, config.search.max_per_document, limit=config.search.top_k)
     step.notes.append("the question itself, searched first: these passages are never dropped")
