@@ -172,14 +172,22 @@ def press_all() -> list[str]:
     return [error for press in list(_PANELS) if (error := press())]
 
 
-def prompt_editor(template: str, run: Callable[[str], Any], *, label: str = "Run", rows: int = 14,
-                  save: Callable[[str], Any] | None = None):
+def prompt_editor(template: str | None, run: Callable[[str], Any], *, label: str = "Run", rows: int = 14,
+                  save: Callable[[str], Any] | None = None, name: str | None = None):
     """A text area holding a prompt, a Run button that calls ``run(text)``, a Reset button and an output area;
-    with ``save``, a Save button that calls ``save(text)`` (e.g. ``helpers.lab.notebooks.save_prompt``).
+    with ``save``, a Save button that calls ``save(text)``.  With the prompt's ``name``, the text starts as the
+    lab's saved edit of it (when ``template`` is None) and Save adds the edit to the lab's prompt file
+    (``save_prompt``), which every run that takes the lab's prompts then uses.
 
     Nothing runs until a button is pressed, so executing the notebook headless never waits on it.
     """
     import ipywidgets as widgets
+
+    if name is not None:
+        template = template if template is not None else lab_prompts().template(name) or get_prompt(name)
+        save = save or (lambda text: save_prompt(name, text))
+    if template is None:
+        raise ValueError("prompt_editor needs a template or a prompt name")
 
     editor = widgets.Textarea(value=template, layout=widgets.Layout(width="100%", height=f"{rows * 1.4:.0f}em"))
     output = widgets.Output()
