@@ -26,11 +26,12 @@ from helpers.models.backend import available_cores, cpu_name
 DEFAULT_OUT = PROJECT_ROOT / "outputs" / "notebooks"
 
 
-PRESS_CELL = """# added by the headless run: the model calls of the notebook's own cells, then every Run button
-# pressed once (helpers.lab.display.press_all)
-from helpers.lab.display import press_all
+COUNT_CELL = """# added by the headless run: the model calls of the notebook's own cells
 from helpers.models.usage import calls_in_process
-print(f"model calls by the notebook's cells: {calls_in_process()}")
+print(f"model calls by the notebook's cells: {calls_in_process()}")"""
+PRESS_CELL = COUNT_CELL + """
+# then every Run button pressed once (helpers.lab.display.press_all)
+from helpers.lab.display import press_all
 _errors = press_all()
 print(f"pressed the Run buttons: {len(_errors)} error(s)")
 assert not _errors, "\\n\\n".join(_errors)"""
@@ -42,7 +43,7 @@ class NotebookRun:
     ok: bool
     seconds: float  # the notebook's own cells (without the button presses of ``press_buttons``)
     error: str | None = None
-    calls: int | None = None  # model calls of its own cells (``press_buttons`` runs only)
+    calls: int | None = None  # model calls of its own cells (``press_buttons`` or ``count_calls`` runs)
     executed: Path | None = None
     html: Path | None = None
 
@@ -81,13 +82,16 @@ def kernel_env(fast: bool | None = None, extra: dict[str, str] | None = None) ->
 
 def execute_notebook(path: str | Path, out_dir: str | Path | None = DEFAULT_OUT, *, timeout: int = 600,
                      env: dict[str, str] | None = None, kernel_name: str | None = None,
-                     html_export: bool = True, press_buttons: bool = False) -> NotebookRun:
+                     html_export: bool = True, press_buttons: bool = False,
+                     count_calls: bool = False) -> NotebookRun:
     """Run one notebook top to bottom (cwd = its folder); write the executed copy and HTML into ``out_dir``.
 
     With ``press_buttons`` a last cell presses every Run button of the notebook's widgets once and
-    fails on any error they show.  A failing cell does not raise: the run says ``ok=False`` with the
-    error, and the partly executed notebook is still written.  SIGINT or SIGTERM (which nbclient answers
-    by shutting the kernel down) raises ``KeyboardInterrupt``, so a series stops instead of going on.
+    fails on any error they show; it and ``count_calls`` count the model calls of the notebook's own
+    cells (``count_calls`` alone leaves no added cell in the written notebook).  A failing cell does not
+    raise: the run says ``ok=False`` with the error, and the partly executed notebook is still written.
+    SIGINT or SIGTERM (which nbclient answers by shutting the kernel down) raises ``KeyboardInterrupt``,
+    so a series stops instead of going on.
     """
     import nbformat
     from nbclient import NotebookClient
@@ -95,8 +99,9 @@ def execute_notebook(path: str | Path, out_dir: str | Path | None = DEFAULT_OUT,
 
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
-    if press_buttons:
-        nb.cells.append(nbformat.v4.new_code_cell(PRESS_CELL))
+    added = PRESS_CELL if press_buttons else COUNT_CELL if count_calls else None
+    if added:
+        nb.cells.append(nbformat.v4.new_code_cell(added))
     client = NotebookClient(nb, timeout=timeout, startup_timeout=180, kernel_name=kernel_name or venv_kernel_name(),
                             resources={"metadata": {"path": str(path.parent)}})
     started = time.perf_counter()
@@ -112,11 +117,13 @@ def execute_notebook(path: str | Path, out_dir: str | Path | None = DEFAULT_OUT,
         raise KeyboardInterrupt(f"stopped by a signal while running {path.name}")
     seconds = time.perf_counter() - started
     calls = None
-    if press_buttons:
+    if added:
         seconds -= _cell_seconds(nb.cells[-1])
         printed = "".join(o.get("text", "") for o in nb.cells[-1].get("outputs", []))
         counted = re.search(r"model calls by the notebook's cells: (\d+)", printed)
         calls = int(counted.group(1)) if counted else None
+        if not press_buttons:
+            nb.cells.pop()  # counted: the written notebook shows only its own cells
     run = NotebookRun(path.stem, error is None, seconds, error, calls=calls)
     if out_dir is not None:
         out = Path(out_dir)
@@ -145,7 +152,7 @@ def _cell_seconds(cell) -> float:
 
 def execute_notebooks(paths: Iterable[str | Path] | None = None, out_dir: str | Path = DEFAULT_OUT,
                       timeout: int = 600, *, fast: bool | None = None, html_export: bool = True,
-                      verbose: bool = True) -> list[NotebookRun]:
+                      verbose: bool = True, count_calls: bool = False) -> list[NotebookRun]:
     """Run notebooks one after another (all of the series by default); return one ``NotebookRun`` each.
     Their prompt file is ``out_dir/lab_prompts.json``: a headless run neither reads nor changes the
     prompts a learner saved."""
@@ -154,7 +161,7 @@ def execute_notebooks(paths: Iterable[str | Path] | None = None, out_dir: str | 
     runs = []
     for path in (list(paths) if paths is not None else notebook_paths()):
         run = execute_notebook(path, out_dir, timeout=timeout, env=env, kernel_name=kernel,
-                               html_export=html_export)
+                               html_export=html_export, count_calls=count_calls)
         runs.append(run)
         if verbose:
             state = "ok" if run.ok else "FAILED"
@@ -210,7 +217,8 @@ def render_notebooks(out_dir: str | Path, *, fast: bool, timeout: int = 900,
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         for path in list(paths) if paths is not None else notebook_paths():
-            run = execute_notebooks([path], out_dir=tmp, timeout=timeout, fast=fast, html_export=False)[0]
+            run = execute_notebooks([path], out_dir=tmp, timeout=timeout, fast=fast, html_export=False,
+                                    count_calls=True)[0]
             body, _ = exporter.from_notebook_node(nbformat.read(run.executed, as_version=4))
             run.html, run.executed = out / f"{run.name}.html", None
             cells = cells_hash(Path(path))
@@ -218,7 +226,7 @@ def render_notebooks(out_dir: str | Path, *, fast: bool, timeout: int = 900,
                                        f"{html.escape(stamp['mode'])}, model {stamp['model']}, "
                                        f"cells {cells}.</i></p>\n{body}")
             pages[run.name] = {**stamp, "cells": cells, "run": "ok" if run.ok else "FAILED",
-                               "seconds": round(run.seconds)}
+                               "seconds": round(run.seconds), "calls": run.calls}
             write_atomically(index, json.dumps(dict(sorted(pages.items())), indent=1))
             write_atomically(out / "index.html", _index_page(pages))
             runs.append(run)
