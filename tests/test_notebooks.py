@@ -24,7 +24,7 @@ import pytest
 from servers import free_port
 
 from helpers.config import PROJECT_ROOT
-from helpers.lab.execution import cells_hash, stale_pages, venv_kernel_name
+from helpers.lab.execution import cells_hash, venv_kernel_name
 from helpers.lab.notebooks import (DB_DIR_ENV, NOTEBOOK_DIR, PROMPTS_ENV, check_citations, execute_notebook, kernel_env,
                                    lab_prompts, milvus_path, notebook_config, notebook_paths, prompts_file,
                                    renumber_citations, save_prompt)
@@ -202,6 +202,12 @@ def test_a_saved_prompt_reaches_the_lab_prompt_set(monkeypatch, tmp_path, capsys
     forget.click()                                                   # the saved chain_read edit goes
     assert "chain_read" not in lab_prompts().edited and len(lab_prompts().edited) == 2
 
+    named = display.prompt_editor(None, lambda text: None, name="decompose")  # an editor that knows its prompt
+    assert named.children[0].value == "Split $question into parts."   # starts from the lab's saved edit
+    named.children[0].value = "Split $question in two."
+    named.children[1].children[1].click()
+    assert lab_prompts().edited["decompose"] == "Split $question in two."
+
 
 def test_every_recorded_call_is_counted_for_the_cost_check():
     from helpers.models.usage import CallRecord, UsageLedger, calls_in_process
@@ -209,21 +215,6 @@ def test_every_recorded_call_is_counted_for_the_cost_check():
     before = calls_in_process()
     UsageLedger().add(CallRecord("reflect", "scripted", "script", 10, 2, 0.1))
     assert calls_in_process() == before + 1
-
-
-@pytest.mark.parametrize("mode", ["fast", "full"])
-def test_no_rendered_page_is_older_than_its_notebook(mode):
-    folder = NOTEBOOK_DIR / "rendered" / mode
-    stale = stale_pages(folder)
-    assert not stale, (f"notebooks/rendered/{mode}: {stale} changed since their page was rendered; run "
-                       f"python -m helpers notebooks --render{' --fast' if mode == 'fast' else ''} on them")
-    pages = json.loads((folder / "index.json").read_text()) if (folder / "index.json").exists() else {}
-    assert all((folder / f"{name}.html").exists() and page["run"] == "ok" for name, page in pages.items())
-
-
-def test_the_fast_rendering_covers_the_series():
-    pages = json.loads((NOTEBOOK_DIR / "rendered" / "fast" / "index.json").read_text())
-    assert sorted(pages) == EXPECTED
 
 
 def test_the_mode_cell_sets_the_mode_and_says_what_it_costs(monkeypatch):
