@@ -47,7 +47,7 @@ from helpers.results import Hit, Result, TraceStep, hit_summary, traced
 from helpers.strategies.answer import NOT_FOUND, tidy_answer
 from helpers.strategies.chain_answer import final_answer
 from helpers.strategies.chain_hops import (REFERENCE, Hop, facts_text, fill_references, found_answers, is_bridge,
-                                           missing_link, one_chain, step_entities)
+                                           missing_link, one_chain, read_about, step_entities)
 from helpers.strategies.evidence import EvidenceLog
 from helpers.strategies.relations import relation_plan
 
@@ -193,9 +193,8 @@ def run_chain(question: str, config: Config, *, llm: LLM | None = None, store: V
                 result.trace.append(TraceStep("read", number, notes=[f"builds on step {missing}, which found "
                                                                      "nothing: searched, not read (no call)"]))
                 continue
-            about = step_entities(step, mentioned, hops) + [n for n in mentioned if n.lower() in hop.query.lower()]
             hop.answer, entry = read_answer(llm, hop, c.hop_passages, c.passage_chars, prompts.template("chain_read"),
-                                            about)
+                                            read_about(hop, mentioned, hops))
             entry.iteration = number
             result.trace.append(entry)
             if hop.answered and is_bridge(number, steps):  # the entity found, searched on its own (no call)

@@ -72,6 +72,13 @@ def step_entities(step: str, names: list[str], hops: list[Hop]) -> list[str]:
     return list(dict.fromkeys(mentioned + referenced))
 
 
+def read_about(hop: Hop, names: list[str], hops: list[Hop]) -> list[str]:
+    """Who or what a read must not answer with: what the step is about (``step_entities``) and the
+    question's names its filled-in query mentions."""
+    return list(dict.fromkeys(step_entities(hop.step, names, hops)
+                              + [n for n in names if n.lower() in hop.query.lower()]))
+
+
 def is_bridge(number: int, steps: list[str]) -> bool:
     """True when step ``number`` asks for something later steps build on: it refers to no earlier
     answer itself, and a later step refers to one (its answer is the next hop's entity)."""
