@@ -21,7 +21,48 @@ _OR = re.compile(r"\s+or\s+")
 _AND = re.compile(r"\s+and\s+")
 _AMONG = re.compile(r"\b(?:out of|between)\s+(.+)$")
 # small words a name may hold in lower case ("House of Orange", "Ludwig van Beethoven")
-_NAME_LINKS = {"of", "the", "and", "de", "du", "da", "del", "der", "di", "la", "le", "van", "von", "y", "&", "-"}
+NAME_LINKS = {"of", "the", "and", "de", "del", "della", "di", "da", "du", "des", "la", "le", "von", "van", "der",
+              "den", "y", "bin", "ibn", "mac", "al", "&", "-"}
+
+
+def name_word(word: str) -> bool:
+    """True for a word a name (or a date) may hold: capitalised, a number, an opening bracket or
+    quote, or one of the ``NAME_LINKS``."""
+    return word[:1].isupper() or word[:1].isdigit() or word[:1] in "(\"'" or word.lower() in NAME_LINKS
+
+
+def trim_links(words: list[str]) -> list[str]:
+    """``words`` without ``NAME_LINKS`` at either end."""
+    while words and words[0].lower() in NAME_LINKS:
+        words = words[1:]
+    while words and words[-1].lower() in NAME_LINKS:
+        words = words[:-1]
+    return words
+
+
+def leading_name(text: str) -> str:
+    """The name that begins ``text`` (up to the first lower-case word that is no link, or "?")."""
+    words = text.rstrip().rstrip("?").split()
+    end = 0
+    while end < len(words) and name_word(words[end]):
+        end += 1
+    return " ".join(trim_links(words[:end]))
+
+
+def said_about(answer: str, names: list[str]) -> str:
+    """What a one-sentence answer says about one of ``names``: the first name, date or place after
+    it.  "Frank Lloyd died on August 10, 1960" -> "August 10, 1960"; "" when there is none."""
+    for name in names:
+        at = answer.lower().find(name.lower()) if name else -1
+        if at < 0:
+            continue
+        words = re.sub(r"^(?:'s|’s)\b", "", answer[at + len(name):]).split()  # "Ann's mother is ..."
+        while words and (not name_word(words[0]) or words[0].lower() in NAME_LINKS):
+            words = words[1:]
+        found = leading_name(" ".join(words)).strip(" .,;:")
+        if found and not names_one_of(found, names):
+            return found
+    return ""
 
 
 def question_options(question: str) -> list[str]:
@@ -45,7 +86,7 @@ def question_options(question: str) -> list[str]:
     if len(parts) != 2:
         return []
     words = parts[1].split()
-    name = next((i for i, w in enumerate(words) if i and w[0].islower() and w not in _NAME_LINKS), len(words))
+    name = next((i for i, w in enumerate(words) if i and w[0].islower() and w not in NAME_LINKS), len(words))
     options = [parts[0].strip(), " ".join(words[:name])]
     return options if all(options) else []
 
@@ -99,6 +140,30 @@ def parse_date(text: str) -> tuple[int, int, int] | None:
                 return int(parts["y"]), month, int(parts.get("d", 0))
     match = _YEAR.search(text)
     return (int(match.group(1)), 0, 0) if match else None
+
+
+def _full_dates(text: str):
+    """Each date with a day that ``text`` writes: (as written, (year, month, day))."""
+    for pattern, order in ((_DAY_MONTH_YEAR, "dmy"), (_MONTH_DAY_YEAR, "mdy")):
+        for match in pattern.finditer(text):
+            parts = dict(zip(order, match.groups()))
+            if (month := _MONTHS.get(parts["m"].lower())) and 1 <= int(parts["d"]) <= 31:
+                yield match.group(), (int(parts["y"]), month, int(parts["d"]))
+
+
+def date_as_written(answer: str, texts: list[str]) -> str:
+    """An answer that is one full date, written as the first of ``texts`` that holds the same date
+    writes it: "August 10, 1960" -> "10 August 1960" when a source says "10 August 1960" (a small
+    model often rewrites a date it copies; answers are scored against the sources' wording).
+    Any other answer is returned as it is."""
+    found = list(_full_dates(answer))
+    if len(found) != 1 or normalise(answer) != normalise(found[0][0]):
+        return answer
+    for text in texts:
+        for written, date in _full_dates(text):
+            if date == found[0][1]:
+                return written
+    return answer
 
 
 _EARLIER = re.compile(r"\b(first|earlier|earliest|older|oldest|before|sooner)\b", re.IGNORECASE)

@@ -2,9 +2,12 @@
 control flow with a scripted model, then the real 0.5B model on a two-hop sample."""
 from __future__ import annotations
 
+import copy
+
 import pytest
 from scripted import Seq, StepScriptedBackend
 
+from helpers.answer_text import date_as_written, said_about
 from helpers.config import with_overrides
 from helpers.knowledge.embeddings import get_embedder
 from helpers.knowledge.retrieval import matching_titles, names_in
@@ -31,7 +34,7 @@ def hit(id_: str, similarity: float = 0.5) -> Hit:
 def chain_run(kb, script, overrides=None, budget=None, question=QUESTION):
     config, store, _ = kb
     config = with_overrides(config, overrides or {})
-    backend = StepScriptedBackend(script)
+    backend = StepScriptedBackend(copy.deepcopy(script))  # each run replays its script from the start
     llm = LLM(backend, budget=budget or Budget(max_calls=config.chain.max_calls))
     return run_chain(question, config, llm=llm, store=store, embedder=get_embedder(config.embedding)), backend
 
@@ -147,12 +150,34 @@ def test_the_chain_plans_a_relation_without_a_call_and_reads_passages_when_the_l
     assert result.steps("answer")[0].notes[0].startswith("the facts gave no answer: read from")
     assert result.short_answer == "Springfield"
     script["read"] = {"answer": "Homer J. Simpson"}
+    script["reread"] = {"answer": "Homer Simpson"}
     result, backend = chain_run(simpsons_kb, script, question=question)
+    assert backend.steps() == ["read", "reread", "answer"]            # asked once more; step 2 is not read
+    reread = backend.calls_for("reread")[0]["messages"]
+    assert [m["role"] for m in reread] == ["user", "assistant", "user"] and "Homer Simpson" in reread[-1]["content"]
     assert result.steps("read")[0].parsed == "not found"               # the step's own subject is no answer
     assert "is what the step asks about" in result.steps("read")[0].notes[-1]
-    assert backend.steps() == ["read", "answer"]                       # a missing link: step 2 is not read
     assert result.steps("read")[1].notes == ["builds on step 1, which found nothing: searched, not read (no call)"]
     assert result.short_answer == "Springfield"
+    script["reread"] = {"answer": "Abe Simpson"}                       # the second reply names someone else
+    result, backend = chain_run(simpsons_kb, script, question=question)
+    assert result.steps("read")[0].parsed == "Abe Simpson"
+    script["read"] = Seq({"answer": "Homer Simpson's father is Abraham Simpson"}, {"answer": "not found"})
+    result, backend = chain_run(simpsons_kb, script, question=question)
+    assert backend.steps()[:2] == ["read", "read"]                     # a sentence: what it says, no second call
+    assert result.steps("read")[0].parsed == "Abraham Simpson"
+
+
+def test_a_date_is_written_as_the_sources_write_it_and_a_sentence_gives_what_it_says():
+    sources = ["Frank William George Lloyd (2 February 1886 – 10 August 1960) was a film director."]
+    assert date_as_written("August 10, 1960", sources) == "10 August 1960"
+    assert date_as_written("10 August 1960", ["He died on August 10, 1960."]) == "August 10, 1960"
+    assert date_as_written("1960", sources) == "1960"                         # a year alone stays
+    assert date_as_written("March 3, 2003", sources) == "March 3, 2003"       # no source has that date
+    assert said_about("Frank Lloyd died on August 10, 1960.", ["Frank Lloyd"]) == "August 10, 1960"
+    assert said_about("Ann Lee was married to King Bo Roe from 1955", ["Ann Lee"]) == "King Bo Roe"
+    assert said_about("Frank Lloyd", ["Frank Lloyd"]) == ""
+    assert said_about("Anna Lee Roe", ["Lee Roe"]) == ""                      # nothing after the name
 
 
 def test_a_yes_no_question_is_answered_yes_or_no_and_a_read_does_not_repeat_its_step(simpsons_kb):
@@ -202,7 +227,8 @@ def test_names_are_the_titles_a_text_writes_as_proper_names_longest_first():
 def test_a_step_reads_the_pages_titled_by_what_it_is_about_first(simpsons_kb):
     script = {**TWO_HOPS, "plan": {"names": ["the simpson family"],
                                    "steps": ["Who leads the Simpson family?", "Where do #1 live?"]},
-              "read": Seq({"answer": "springfield residents"}, {"answer": "Springfield"})}
+              "read": Seq({"answer": "springfield residents"}, {"answer": "Springfield"}),
+              "reread": {"answer": "not found"}}
     result, backend = chain_run(simpsons_kb, script)
     searches = {t.inputs["query"]: t for t in result.steps("search")}
     assert searches["Who leads the Simpson family?"].kept[0]["title"] == "The Simpson Family"

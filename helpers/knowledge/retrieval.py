@@ -8,6 +8,8 @@ import unicodedata
 from functools import lru_cache
 from typing import Sequence
 
+import numpy as np
+
 from helpers.config import SearchConfig
 from helpers.knowledge.chunking import body_of
 from helpers.knowledge.embeddings import Embedder
@@ -226,3 +228,31 @@ def fit_chunks(llm: LLM, hits: list[Hit], fixed_prompt: str, reserve: int,
         kept.append(hit)
         used += cost
     return kept, notes
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
+
+
+def best_part(text: str, query: str, chars: int, embedder: Embedder | None = None) -> str:
+    """``text`` in at most about ``chars`` characters.  A longer text keeps its first sentence (what
+    the page is about), then the sentences closest in meaning to ``query`` that still fit, in the
+    text's order, with "…" where sentences were left out: on a long page the fact a step asks for
+    ("where did she die?") is often far below the first ``chars`` characters.  Without an
+    ``embedder``, or with fewer than three sentences, the text is simply cut."""
+    sentences = _SENTENCE_END.split(text.strip())
+    if len(text) <= chars or embedder is None or len(sentences) < 3:
+        return text[:chars]
+    first, rest = sentences[0], sentences[1:]
+    if len(first) >= chars:
+        return text[:chars]
+    closeness = embedder.embed(rest) @ np.asarray(embedder.embed_query(query))
+    kept, used = set(), len(first)
+    for i in sorted(range(len(rest)), key=lambda i: -closeness[i]):
+        if used + len(rest[i]) + 2 <= chars:
+            kept.add(i)
+            used += len(rest[i]) + 2
+    parts, last = [first], -1
+    for i in sorted(kept):
+        parts.append(rest[i] if i == last + 1 else f"… {rest[i]}")
+        last = i
+    return " ".join(parts)

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Sequence
 
-from helpers.answer_text import answer_choices, is_yes_no_question, normalise, question_options
+from helpers.answer_text import answer_choices, date_as_written, is_yes_no_question, normalise, question_options
 from helpers.errors import BudgetExceededError, StructuredOutputError
 from helpers.knowledge.retrieval import fit_chunks, numbered_chunks
 from helpers.models.llm import LLM
@@ -41,15 +41,16 @@ class ShortAnswer:
     explanation: str = ""
 
 
-def tidy_answer(answer: str, question: str, facts: str = "") -> str:
+def tidy_answer(answer: str, question: str, facts: str = "", sources: Sequence[str] = ()) -> str:
     """The answer without citation marks, quotes or a closing full stop; "yes"/"no" for a yes/no
     question whose answer starts with one; for an "A or B" question, the option the answer names
     (exactly one), as the question writes it, or else the one option that ``facts`` name in the
     sentence that holds the answer (asked which film's director died first, a small model often
-    answers with the director)."""
+    answers with the director); a date written as the ``sources`` (passage texts) write it."""
     text = " ".join(CITATION.sub("", answer).split()).strip(" .;:,*\"'`")
     if not text:
         return text
+    text = date_as_written(text, list(sources))
     if is_yes_no_question(question):
         first = normalise(text).split()[:1]
         if first in (["yes"], ["no"]):
@@ -115,7 +116,7 @@ def _read(llm: LLM, question: str, hits: list[Hit], max_chunks: int, step: str, 
                                                              question=question, sources=sources)}]
         entry.raw = explanation = llm.chat(entry.messages, step=step).strip()
         said = re.split(r"(?<=[.!?])\s", explanation, maxsplit=1)[0]
-    answer = tidy_answer(said, question, explanation) or NOT_FOUND
+    answer = tidy_answer(said, question, explanation, [h.text for h in used]) or NOT_FOUND
     if answer != said:
         entry.notes.append(f"answer tidied: {said!r} -> {answer!r}")
     return answer, explanation, used

@@ -34,11 +34,11 @@ import time
 
 from pydantic import BaseModel, Field
 
-from helpers.answer_text import answer_choices, drop_echo, names_one_of
+from helpers.answer_text import answer_choices, drop_echo, names_one_of, said_about
 from helpers.config import Config
 from helpers.errors import BudgetExceededError, DeepSearchLabError, StructuredOutputError
 from helpers.knowledge.embeddings import Embedder, get_embedder
-from helpers.knowledge.retrieval import lookup_pages, search
+from helpers.knowledge.retrieval import best_part, lookup_pages, search
 from helpers.knowledge.store import VectorStore
 from helpers.knowledge.vectorstore import open_store
 from helpers.models.llm import LLM, Budget, make_llm
@@ -122,25 +122,38 @@ def mirror_steps(steps: list[str], names: list[str]) -> list[str]:
 
 
 def read_answer(llm: LLM, hop: Hop, passages: int = 3, passage_chars: int = 600,
-                template: str | None = None, about: list[str] = ()) -> tuple[str, TraceStep]:
+                template: str | None = None, about: list[str] = (),
+                reread_template: str | None = None, embedder: Embedder | None = None) -> tuple[str, TraceStep]:
     """The answer to one simple step, read off its best ``passages`` hits (or "not found"), without
-    a first part that repeats the step (``drop_echo``).  An answer that only names what the step is
-    ``about`` (asked for Ann's mother, a small model may copy Ann's own name) counts as not found."""
+    a first part that repeats the step (``drop_echo``).  A reply that names what the step is
+    ``about`` (asked for Ann's mother, a small model may copy Ann's own name or write a sentence
+    about her) gives what the sentence says after her name (``said_about``); with nothing there, it
+    is sent back once (``chain_reread``); if the second reply names her too, the step counts as
+    not found.  A passage longer than ``passage_chars`` shows its first sentence and the sentences
+    closest to the step (``best_part``, with an ``embedder``; else its first ``passage_chars``)."""
     trace: list[TraceStep] = []
     shown = hop.hits[:passages]
     with traced(trace, llm.ledger, "read", query=hop.query) as entry:
-        text = "\n\n".join(f"[{n}] {hit.title}\n{fence(hit.text[:passage_chars])}"
+        text = "\n\n".join(f"[{n}] {hit.title}\n{fence(best_part(hit.text, hop.query, passage_chars, embedder))}"
                            for n, hit in enumerate(shown, start=1))
         entry.prompts = [prompt_version("chain_read", template)]
         entry.messages = [{"role": "user", "content": render("chain_read", template, step=hop.query,
                                                              passages=text or "(nothing found)")}]
         entry.kept = [hit_summary(h) for h in shown]
         try:
-            reply = llm.structured(entry.messages, StepAnswer, step="read", max_tokens=48, temperature=0.0)
-            said = " ".join(reply.value.answer.split()).strip(" .")
-            entry.raw, answer = reply.raw, drop_echo(said, hop.query)
-            if answer != said:
-                entry.notes.append(f"the part that repeats the step was dropped: {answer!r}")
+            answer, entry.raw = _read_reply(llm, entry.messages, hop.query, entry)
+            named = [n for n in about if names_one_of(answer, [n])]
+            if answer and named and (rest := said_about(answer, named)):
+                entry.notes.append(f"{answer!r} is a sentence about {', '.join(named)}: kept what it says, {rest!r}")
+                answer = rest
+            elif answer and named and llm.has_room(calls=2):
+                entry.prompts.append(prompt_version("chain_reread", reread_template))
+                entry.messages = [*entry.messages, {"role": "assistant", "content": entry.raw},
+                                  {"role": "user", "content": render("chain_reread", reread_template, said=answer,
+                                                                     about=" and ".join(named))}]
+                entry.notes.append(f"{answer!r} names {', '.join(named)}, what the step is about: asked once more")
+                answer, raw = _read_reply(llm, entry.messages, hop.query, entry, "reread")
+                entry.raw = f"{entry.raw}\n{raw}"
             if answer and names_one_of(answer, list(about)):
                 entry.notes.append(f"{answer!r} is what the step asks about, not its answer: counted as not found")
                 answer = NOT_FOUND
@@ -149,6 +162,16 @@ def read_answer(llm: LLM, hop: Hop, passages: int = 3, passage_chars: int = 600,
             entry.notes.append(f"no valid reply ({exc.last_error}); counted as not found")
         entry.parsed = answer or NOT_FOUND
     return entry.parsed, trace[0]
+
+
+def _read_reply(llm: LLM, messages: list[dict], query: str, entry: TraceStep, step: str = "read") -> tuple[str, str]:
+    """(the answer a read call gives, its raw reply), without a first part that repeats ``query``."""
+    reply = llm.structured(messages, StepAnswer, step=step, max_tokens=48, temperature=0.0)
+    said = " ".join(reply.value.answer.split()).strip(" .")
+    answer = drop_echo(said, query)
+    if answer != said:
+        entry.notes.append(f"the part that repeats the step was dropped: {answer!r}")
+    return answer, reply.raw
 
 
 def run_chain(question: str, config: Config, *, llm: LLM | None = None, store: VectorStore | None = None,
@@ -173,6 +196,7 @@ def run_chain(question: str, config: Config, *, llm: LLM | None = None, store: V
     evidence = EvidenceLog()
     hops: list[Hop] = []
     answer = ""
+    question_hits: list[Hit] = []
     try:
         question_hits = search_step(store, embedder, question, names, config, result.trace)
         evidence.add(question, question_hits)
@@ -194,7 +218,8 @@ def run_chain(question: str, config: Config, *, llm: LLM | None = None, store: V
                                                                      "nothing: searched, not read (no call)"]))
                 continue
             hop.answer, entry = read_answer(llm, hop, c.hop_passages, c.passage_chars, prompts.template("chain_read"),
-                                            read_about(hop, mentioned, hops))
+                                            read_about(hop, mentioned, hops), prompts.template("chain_reread"),
+                                            embedder)
             entry.iteration = number
             result.trace.append(entry)
             if hop.answered and is_bridge(number, steps):  # the entity found, searched on its own (no call)
@@ -210,7 +235,8 @@ def run_chain(question: str, config: Config, *, llm: LLM | None = None, store: V
     if not answer and result.error is None:
         answer = found_answers(hops) or NOT_FOUND
     if answer:
-        result.short_answer = tidy_answer(answer, question, facts_text(hops))
+        result.short_answer = tidy_answer(answer, question, facts_text(hops),
+                                          [hit.text for hits in (question_hits, *(h.hits for h in hops)) for hit in hits])
         said = result.short_answer if answer != NOT_FOUND else "The search found no fact that answers this question."
         result.answer = f"{said}\n\nWhat the steps found:\n{facts_text(hops)}"
     result.sources = evidence.sources(answer)

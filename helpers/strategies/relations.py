@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 
+from helpers.answer_text import leading_name, name_word, trim_links
+
 # each relation as the simple relations it is made of, nearest first
 RELATIONS: dict[str, tuple[str, ...]] = {
     "paternal grandfather": ("father", "father"),
@@ -36,40 +38,16 @@ RELATIONS: dict[str, tuple[str, ...]] = {
 _WORD = "|".join(sorted((re.escape(w) for w in RELATIONS), key=len, reverse=True))
 _POSSESSIVE = re.compile(rf"(?:'s|’s|s')\s+({_WORD})\b", re.IGNORECASE)
 _OF_FORM = re.compile(rf"\bthe\s+({_WORD})\s+of\s+", re.IGNORECASE)
-# lower-case words that may sit inside a name ("Margaret of Bavaria", "Ludwig van Beethoven")
-_JOINERS = {"of", "de", "del", "della", "di", "da", "du", "des", "la", "le", "von", "van", "der", "den", "y",
-            "bin", "ibn", "mac", "al", "the", "and"}
 _ONLY_WHO = re.compile(r"^\s*who(?:m)?\s+(?:is|was|were|are)\s+(#\d+)\s*\??\s*$", re.IGNORECASE)
-
-
-def _name_word(word: str) -> bool:
-    return word[:1].isupper() or word[:1].isdigit() or word[:1] in "(\"'" or word.lower() in _JOINERS
-
-
-def _trim_joiners(words: list[str]) -> list[str]:
-    while words and words[0].lower() in _JOINERS:
-        words = words[1:]
-    while words and words[-1].lower() in _JOINERS:
-        words = words[:-1]
-    return words
 
 
 def _name_before(text: str) -> str:
     """The name that ends ``text`` (its trailing run of capitalised words and joiners)."""
     words = text.split()
     start = len(words)
-    while start > 0 and _name_word(words[start - 1]):
+    while start > 0 and name_word(words[start - 1]):
         start -= 1
-    return " ".join(_trim_joiners(words[start:]))
-
-
-def _name_after(text: str) -> str:
-    """The name that begins ``text`` (up to the first lower-case word that is no joiner, or "?")."""
-    words = text.rstrip().rstrip("?").split()
-    end = 0
-    while end < len(words) and _name_word(words[end]):
-        end += 1
-    return " ".join(_trim_joiners(words[:end]))
+    return " ".join(trim_links(words[start:]))
 
 
 def find_relation(question: str) -> tuple[str, str, str] | None:
@@ -83,7 +61,7 @@ def find_relation(question: str) -> tuple[str, str, str] | None:
             span = question[question.rindex(person, 0, match.start()): match.end()]
             found.append((span, match.group(1).lower(), person))
     for match in _OF_FORM.finditer(question):
-        person = _name_after(question[match.end():])
+        person = leading_name(question[match.end():])
         if person:
             span = question[match.start(): question.index(person, match.end()) + len(person)]
             found.append((span, match.group(1).lower(), person))
