@@ -166,6 +166,9 @@ def test_the_chain_plans_a_relation_without_a_call_and_reads_passages_when_the_l
     result, backend = chain_run(simpsons_kb, script, question=question)
     assert backend.steps()[:2] == ["read", "read"]                     # a sentence: what it says, no second call
     assert result.steps("read")[0].parsed == "Abraham Simpson"
+    script["read"] = Seq({"answer": "Homer Simpson was born in 1956"}, {"answer": "not found"})
+    result, backend = chain_run(simpsons_kb, script, question=question)
+    assert backend.steps()[:2] == ["read", "reread"]                   # a year is no answer to "who?"
 
 
 def test_a_date_is_written_as_the_sources_write_it_and_a_sentence_gives_what_it_says():

@@ -46,8 +46,8 @@ from helpers.prompts import PromptSet, as_prompt_set, fence, prompt_version, ren
 from helpers.results import Hit, Result, TraceStep, hit_summary, traced
 from helpers.strategies.answer import NOT_FOUND, tidy_answer
 from helpers.strategies.chain_answer import final_answer
-from helpers.strategies.chain_hops import (REFERENCE, Hop, facts_text, fill_references, found_answers, is_bridge,
-                                           missing_link, one_chain, read_about, step_entities)
+from helpers.strategies.chain_hops import (REFERENCE, Hop, asks_who, facts_text, fill_references, found_answers,
+                                           is_bridge, missing_link, one_chain, read_about, step_entities)
 from helpers.strategies.evidence import EvidenceLog
 from helpers.strategies.relations import relation_plan
 
@@ -143,7 +143,10 @@ def read_answer(llm: LLM, hop: Hop, passages: int = 3, passage_chars: int = 600,
         try:
             answer, entry.raw = _read_reply(llm, entry.messages, hop.query, entry)
             named = [n for n in about if names_one_of(answer, [n])]
-            if answer and named and (rest := said_about(answer, named)):
+            rest = said_about(answer, named) if answer and named else ""
+            if rest[:1].isdigit() and asks_who(hop.query):  # "Ann died in 678": no answer to "who?"
+                rest = ""
+            if rest:
                 entry.notes.append(f"{answer!r} is a sentence about {', '.join(named)}: kept what it says, {rest!r}")
                 answer = rest
             elif answer and named and llm.has_room(calls=2):

@@ -36,10 +36,15 @@ def referenced_hop(number: int, hops: list[Hop]) -> Hop | None:
     director" rather than steps), the latest step that is about no earlier answer is used instead."""
     if not 1 <= number <= len(hops):
         return None
-    if REFERENCE.search(hops[number - 1].step) and not _ASKS_WHO.match(hops[number - 1].step):
+    if REFERENCE.search(hops[number - 1].step) and not asks_who(hops[number - 1].step):
         number = max((n for n, hop in enumerate(hops, start=1) if not REFERENCE.search(hop.step)),
                      default=number)
     return hops[number - 1]
+
+
+def asks_who(step: str) -> bool:
+    """True when a step asks for a person ("Who is the father of #1?")."""
+    return bool(_ASKS_WHO.match(step))
 
 
 def fill_references(step: str, hops: list[Hop]) -> str:
