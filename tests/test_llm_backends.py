@@ -239,3 +239,26 @@ def test_the_backend_is_the_one_configured_even_with_an_ollama_server_answering(
         server.shutdown()
     other_seed = get_backend(small_config.llm.model_copy(update={"seed": small_config.llm.seed + 1}))
     assert other_seed is not small_backend   # a backend is kept per seed: the cache never mixes them up
+
+
+@pytest.mark.slow
+def test_the_order_in_which_strategies_run_does_not_change_their_answers(simpsons_kb):
+    """Every run in a process shares the model's prompt cache and the key/value state llama.cpp
+    reuses, so naive then chain must answer as chain then naive does (greedy, a fresh model each)."""
+    from helpers.knowledge.embeddings import get_embedder
+    from helpers.models.llamacpp_backend import LlamaCppBackend
+    from helpers.models.llm import Budget
+    from helpers.strategies.chain import run_chain
+    from helpers.strategies.naive import run_naive
+
+    config, store, _ = simpsons_kb
+    runs = {"naive": run_naive, "chain": run_chain}
+
+    def answers(order: list[str]) -> dict[str, str]:
+        c = config.llm
+        backend = LlamaCppBackend(c.model, c.context_size, c.threads, c.seed, c.repeat_penalty, c.prompt_cache_mb)
+        return {name: runs[name]("Who voices Homer Simpson?", config, store=store, embedder=get_embedder(
+                    config.embedding), llm=LLM(backend, budget=Budget(max_calls=config.chain.max_calls))).short_answer
+                for name in order}
+
+    assert answers(["naive", "chain"]) == answers(["chain", "naive"])
