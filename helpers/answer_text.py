@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 import string
+import unicodedata
+from typing import Callable
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
@@ -49,19 +51,24 @@ def leading_name(text: str) -> str:
     return " ".join(trim_links(words[:end]))
 
 
-def said_about(answer: str, names: list[str]) -> str:
+def said_about(answer: str, names: list[str], fits: Callable[[str], bool] = lambda part: True) -> str:
     """What a one-sentence answer says about one of ``names``: the first name, date or place after
-    it.  "Frank Lloyd died on August 10, 1960" -> "August 10, 1960"; "" when there is none."""
+    it that ``fits``.  "Frank Lloyd died on August 10, 1960" -> "August 10, 1960"; asked where,
+    "Ann Lee died on 2 May 1990 in Leeds" -> "Leeds" (``fits`` refuses a date); "" when there is none."""
     for name in names:
         at = answer.lower().find(name.lower()) if name else -1
         if at < 0:
             continue
         words = re.sub(r"^(?:'s|’s)\b", "", answer[at + len(name):]).split()  # "Ann's mother is ..."
-        while words and (not name_word(words[0]) or words[0].lower() in NAME_LINKS):
-            words = words[1:]
-        found = leading_name(" ".join(words)).strip(" .,;:")
-        if found and not names_one_of(found, names):
-            return found
+        while words:
+            while words and (not name_word(words[0]) or words[0].lower() in NAME_LINKS):
+                words = words[1:]
+            found = leading_name(" ".join(words)).strip(" .,;:")
+            if not found:
+                break
+            if not names_one_of(found, names) and fits(found):
+                return found
+            words = words[max(1, len(found.split())):]
     return ""
 
 
@@ -115,10 +122,15 @@ def drop_echo(answer: str, asked: str) -> str:
 def names_one_of(answer: str, names: list[str]) -> bool:
     """True when ``answer`` names one of ``names`` (it holds all of that name's words: "Anna Lisbeth
     Christina Palme" names "Lisbeth Palme"), which a step about that person cannot give as its answer.
-    A shorter name made of some of its words is another person ("Louis XV" beside "Louis, Dauphin of
-    France (son of Louis XV)")."""
-    said = set(normalise(answer).split())
-    return any((words := set(normalise(n).split())) and words <= said for n in names)
+    Accents do not count ("Abu Ishaq" names "Abū Isḥāq").  A shorter name made of some of its words
+    is another person ("Louis XV" beside "Louis, Dauphin of France (son of Louis XV)")."""
+    said = set(_name_words(answer))
+    return any((words := set(_name_words(n))) and words <= said for n in names)
+
+
+def _name_words(text: str) -> list[str]:
+    plain = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+    return normalise(plain).split()
 
 
 _MONTHS = {m: n for n, m in enumerate(("january february march april may june july august september october "
@@ -164,6 +176,14 @@ def date_as_written(answer: str, texts: list[str]) -> str:
             if date == found[0][1]:
                 return written
     return answer
+
+
+def only_a_date(text: str) -> bool:
+    """True when ``text`` says a date and no name: "born December 19, 1993", "1938", "c. 870"
+    (no answer to "where?" or "who?"); "Detroit, 1970" is not only a date."""
+    words = re.sub(r"[,.;:()]", " ", text).split()
+    return any(re.fullmatch(r"\d{3,4}", w) for w in words) and all(
+        w.isdigit() or w.lower() in _MONTHS or not name_word(w) for w in words)
 
 
 _EARLIER = re.compile(r"\b(first|earlier|earliest|older|oldest|before|sooner)\b", re.IGNORECASE)

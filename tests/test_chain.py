@@ -14,7 +14,7 @@ from helpers.knowledge.retrieval import matching_titles, names_in
 from helpers.models.llm import LLM, Budget
 from helpers.results import Hit
 from helpers.strategies.chain import mirror_steps, run_chain
-from helpers.strategies.chain_hops import Hop, fill_references, is_bridge
+from helpers.strategies.chain_hops import Hop, fill_references, fits_kind, is_bridge, wanted_kind
 from helpers.strategies.evidence import EvidenceLog
 from helpers.strategies.naive import run_naive
 from helpers.strategies.relations import find_relation, relation_plan
@@ -87,11 +87,11 @@ def test_a_comparison_is_answered_from_the_facts_or_decided_by_their_dates(simps
     assert backend.steps() == ["plan", "read", "read"]   # the dates decide it: no answer call, no coin toss
     assert result.short_answer == "Homer Simpson"
     assert result.steps("answer")[0].notes == ["the dates the steps found decide the comparison (no call)"]
-    script["read"] = Seq({"answer": "in the shorts"}, {"answer": "1989"})
+    script["read"] = Seq({"answer": "in the 1980s shorts"}, {"answer": "1989"})
     result, backend = chain_run(simpsons_kb, script, question=question)
     assert backend.steps() == ["plan", "read", "read", "answer"]    # a date is missing: the model answers
     facts = backend.calls_for("answer")[0]["messages"][0]["content"]
-    assert "When did Homer Simpson first appear? -> in the shorts" in facts
+    assert "When did Homer Simpson first appear? -> in the 1980s shorts" in facts
     assert result.short_answer == "Ned Flanders"
 
 
@@ -169,6 +169,25 @@ def test_the_chain_plans_a_relation_without_a_call_and_reads_passages_when_the_l
     script["read"] = Seq({"answer": "Homer Simpson was born in 1956"}, {"answer": "not found"})
     result, backend = chain_run(simpsons_kb, script, question=question)
     assert backend.steps()[:2] == ["read", "reread"]                   # a year is no answer to "who?"
+
+
+def test_a_read_of_the_wrong_kind_is_asked_once_more_then_counts_as_not_found(simpsons_kb):
+    question = "Where was Homer Simpson's father born?"
+    script = {"read": Seq({"answer": "Abe Simpson"}, {"answer": "born May 25, 1907"}),
+              "reread": {"answer": "Springfield"},
+              "answer": {"asks_for": "a place", "facts": "Abe was born in Springfield [1]", "answer": "Springfield",
+                         "sources": [1]}}
+    result, backend = chain_run(simpsons_kb, script, question=question)
+    assert backend.steps() == ["read", "read", "reread"]              # a date, asked where: asked once more
+    assert "is not a place" in backend.calls_for("reread")[0]["messages"][-1]["content"]
+    assert result.steps("read")[1].parsed == result.short_answer == "Springfield"
+    script["reread"] = {"answer": "May 1907"}                          # a date again: not found
+    result, backend = chain_run(simpsons_kb, script, question=question)
+    assert result.steps("read")[1].parsed == "not found" and "is not a place" in result.steps("read")[1].notes[-1]
+    script["read"] = Seq({"answer": "Abe Simpson"}, {"answer": "Abe Simpson was born on May 25, 1907 in Springfield"})
+    result, backend = chain_run(simpsons_kb, script, question=question)
+    assert backend.steps() == ["read", "read"]                         # the place the sentence names: no call
+    assert result.steps("read")[1].parsed == "Springfield"
 
 
 def test_a_date_is_written_as_the_sources_write_it_and_a_sentence_gives_what_it_says():
@@ -298,3 +317,11 @@ def test_real_model_follows_a_hop(small_config, small_backend, tmp_path):
         chain_recall.append(recall_at_k(retrieved_keys(chained, "title"), question.gold, 10))
         naive_recall.append(recall_at_k(retrieved_keys(naive, "title"), question.gold, 10))
     assert sum(chain_recall) >= sum(naive_recall)
+
+
+def test_what_a_step_asks_for_is_read_from_its_first_words():
+    assert wanted_kind("Who is the father of #1?") == "a person"
+    assert wanted_kind("In which city was #1 born?") == wanted_kind("Which country #1 is from?") == "a place"
+    assert wanted_kind("When did #1 die?") == wanted_kind("What year was #1 founded?") == "a date"
+    assert wanted_kind("What nationality is #1?") == ""
+    assert not fits_kind("Detroit", "a date") and fits_kind("not found", "a date") and fits_kind("1938", "")

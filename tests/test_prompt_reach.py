@@ -99,8 +99,9 @@ def test_every_edited_prompt_reaches_the_model_in_a_run_that_uses_it(simpsons_kb
     chain = StepScriptedBackend({
         "plan": {"names": ["Homer Simpson", "Ned Flanders"],
                  "steps": ["When did Homer Simpson first appear?", "When did Ned Flanders first appear?"]},
-        "read": Seq({"answer": "Homer Simpson"}, {"answer": "1989"}),   # names its subject: asked once more
-        "reread": {"answer": "in the shorts"},
+        "read": Seq({"answer": "Homer Simpson"},       # names its subject: asked once more (chain_reread)
+                    {"answer": "Springfield"}),        # no date, asked when: asked once more (chain_rekind)
+        "reread": Seq({"answer": "the 1980s shorts"}, {"answer": "the 1990s"}),
         "answer": {"asks_for": "a character", "answer": "Ned Flanders"}})
     run_chain("Which character appeared first, Homer Simpson or Ned Flanders?", config, llm=LLM(chain), store=store,
               embedder=get_embedder(config.embedding), prompts=MARKED)
@@ -111,7 +112,7 @@ def test_every_edited_prompt_reaches_the_model_in_a_run_that_uses_it(simpsons_kb
     text = "\n".join(sent(b) for b in [*backends, naive, chain, judge])
     missing = [name for name in prompt_names() if f"[marker of {name}]" not in text]
     assert not missing, f"edited prompts that never reached the model: {missing}"
-    assert len(prompt_names()) >= 39
+    assert len(prompt_names()) >= 40
 
 
 def test_no_code_reads_a_prompt_file_but_the_prompt_module():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from helpers.answer_text import (answer_choices, earliest_or_latest, is_yes_no_question, names_one_of, normalise,
-                                 parse_date, question_options, wants_earlier)
+                                 only_a_date, parse_date, question_options, wants_earlier)
 from helpers.evaluation.harness import EvalQuestion, score
 from helpers.evaluation.scoring import contains_answer, exact_match, score_answer, token_f1
 from helpers.evaluation.summary import row_scores, summarise
@@ -143,3 +143,10 @@ def test_an_answer_names_a_person_when_it_holds_all_of_the_name():
     assert not names_one_of("Louis XV", ["Louis, Dauphin Of France (Son Of Louis Xv)"])  # his father
     assert not names_one_of("Ruaidhrí Mac Ruaidhrí", ["Raghnall Mac Ruaidhrí"])           # another person
     assert not names_one_of("", ["Ann"]) and not names_one_of("Ann", [""])
+    assert names_one_of("Abu Ishaq Muhammad", ["Abū Isḥāq Muḥammad"])                  # accents aside
+    assert not names_one_of("Louise", ["Louis"])                                       # another person
+
+
+def test_a_date_alone_is_told_from_a_name_with_a_date():
+    assert only_a_date("born December 19, 1993") and only_a_date("1938") and only_a_date("c. 870")
+    assert not only_a_date("Detroit, 1970") and not only_a_date("Detroit") and not only_a_date("19th century")

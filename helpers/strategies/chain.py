@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import re
 import time
+from typing import Mapping
 
 from pydantic import BaseModel, Field
 
@@ -46,8 +47,8 @@ from helpers.prompts import PromptSet, as_prompt_set, fence, prompt_version, ren
 from helpers.results import Hit, Result, TraceStep, hit_summary, traced
 from helpers.strategies.answer import NOT_FOUND, tidy_answer
 from helpers.strategies.chain_answer import final_answer
-from helpers.strategies.chain_hops import (REFERENCE, Hop, asks_who, facts_text, fill_references, found_answers,
-                                           is_bridge, missing_link, one_chain, read_about, step_entities)
+from helpers.strategies.chain_hops import (REFERENCE, Hop, facts_text, fill_references, fits_kind, found_answers,
+                                           is_bridge, missing_link, one_chain, read_about, step_entities, wanted_kind)
 from helpers.strategies.evidence import EvidenceLog
 from helpers.strategies.relations import relation_plan
 
@@ -122,49 +123,64 @@ def mirror_steps(steps: list[str], names: list[str]) -> list[str]:
 
 
 def read_answer(llm: LLM, hop: Hop, passages: int = 3, passage_chars: int = 600,
-                template: str | None = None, about: list[str] = (),
-                reread_template: str | None = None, embedder: Embedder | None = None) -> tuple[str, TraceStep]:
+                prompts: PromptSet | Mapping[str, str] | None = None, about: list[str] = (),
+                embedder: Embedder | None = None) -> tuple[str, TraceStep]:
     """The answer to one simple step, read off its best ``passages`` hits (or "not found"), without
     a first part that repeats the step (``drop_echo``).  A reply that names what the step is
     ``about`` (asked for Ann's mother, a small model may copy Ann's own name or write a sentence
     about her) gives what the sentence says after her name (``said_about``); with nothing there, it
-    is sent back once (``chain_reread``); if the second reply names her too, the step counts as
-    not found.  A passage longer than ``passage_chars`` shows its first sentence and the sentences
-    closest to the step (``best_part``, with an ``embedder``; else its first ``passage_chars``)."""
+    is sent back once (``chain_reread``).  A reply of the wrong kind (a date, asked where or who;
+    no date, asked when: ``fits_kind``) is sent back once too (``chain_rekind``).  A second reply
+    that still names her, or is still of the wrong kind, counts as not found.  A passage longer
+    than ``passage_chars`` shows its first sentence and the sentences closest to the step
+    (``best_part``, with an ``embedder``; else its first ``passage_chars``)."""
+    prompts = as_prompt_set(prompts)
     trace: list[TraceStep] = []
     shown = hop.hits[:passages]
+    wanted = wanted_kind(hop.query)
     with traced(trace, llm.ledger, "read", query=hop.query) as entry:
         text = "\n\n".join(f"[{n}] {hit.title}\n{fence(best_part(hit.text, hop.query, passage_chars, embedder))}"
                            for n, hit in enumerate(shown, start=1))
-        entry.prompts = [prompt_version("chain_read", template)]
-        entry.messages = [{"role": "user", "content": render("chain_read", template, step=hop.query,
-                                                             passages=text or "(nothing found)")}]
+        entry.prompts = [prompts.version("chain_read")]
+        entry.messages = [{"role": "user", "content": render("chain_read", prompts.template("chain_read"),
+                                                             step=hop.query, passages=text or "(nothing found)")}]
         entry.kept = [hit_summary(h) for h in shown]
         try:
             answer, entry.raw = _read_reply(llm, entry.messages, hop.query, entry)
             named = [n for n in about if names_one_of(answer, [n])]
-            rest = said_about(answer, named) if answer and named else ""
-            if rest[:1].isdigit() and asks_who(hop.query):  # "Ann died in 678": no answer to "who?"
-                rest = ""
+            rest = said_about(answer, named, lambda part: fits_kind(part, wanted)) if answer and named else ""
             if rest:
                 entry.notes.append(f"{answer!r} is a sentence about {', '.join(named)}: kept what it says, {rest!r}")
                 answer = rest
             elif answer and named and llm.has_room(calls=2):
-                entry.prompts.append(prompt_version("chain_reread", reread_template))
-                entry.messages = [*entry.messages, {"role": "assistant", "content": entry.raw},
-                                  {"role": "user", "content": render("chain_reread", reread_template, said=answer,
-                                                                     about=" and ".join(named))}]
                 entry.notes.append(f"{answer!r} names {', '.join(named)}, what the step is about: asked once more")
-                answer, raw = _read_reply(llm, entry.messages, hop.query, entry, "reread")
-                entry.raw = f"{entry.raw}\n{raw}"
+                answer = _ask_again(llm, entry, prompts, "chain_reread", hop.query, said=answer,
+                                    about=" and ".join(named))
+            elif not fits_kind(answer, wanted) and llm.has_room(calls=2):
+                entry.notes.append(f"{answer!r} is not {wanted}, what the step asks for: asked once more")
+                answer = _ask_again(llm, entry, prompts, "chain_rekind", hop.query, said=answer, wanted=wanted)
             if answer and names_one_of(answer, list(about)):
                 entry.notes.append(f"{answer!r} is what the step asks about, not its answer: counted as not found")
+                answer = NOT_FOUND
+            elif not fits_kind(answer, wanted):
+                entry.notes.append(f"{answer!r} is not {wanted}: counted as not found")
                 answer = NOT_FOUND
         except StructuredOutputError as exc:
             entry.raw, answer = exc.raw_replies[-1] if exc.raw_replies else "", NOT_FOUND
             entry.notes.append(f"no valid reply ({exc.last_error}); counted as not found")
         entry.parsed = answer or NOT_FOUND
     return entry.parsed, trace[0]
+
+
+def _ask_again(llm: LLM, entry: TraceStep, prompts: PromptSet, name: str, query: str, **values: str) -> str:
+    """The answer of one more read call: the first reply, then prompt ``name`` saying what was wrong
+    with it (step "reread"); the raw replies are kept together in ``entry``."""
+    entry.prompts.append(prompts.version(name))
+    entry.messages = [*entry.messages, {"role": "assistant", "content": entry.raw},
+                      {"role": "user", "content": render(name, prompts.template(name), **values)}]
+    answer, raw = _read_reply(llm, entry.messages, query, entry, "reread")
+    entry.raw = f"{entry.raw}\n{raw}"
+    return answer
 
 
 def _read_reply(llm: LLM, messages: list[dict], query: str, entry: TraceStep, step: str = "read") -> tuple[str, str]:
@@ -220,9 +236,8 @@ def run_chain(question: str, config: Config, *, llm: LLM | None = None, store: V
                 result.trace.append(TraceStep("read", number, notes=[f"builds on step {missing}, which found "
                                                                      "nothing: searched, not read (no call)"]))
                 continue
-            hop.answer, entry = read_answer(llm, hop, c.hop_passages, c.passage_chars, prompts.template("chain_read"),
-                                            read_about(hop, mentioned, hops), prompts.template("chain_reread"),
-                                            embedder)
+            hop.answer, entry = read_answer(llm, hop, c.hop_passages, c.passage_chars, prompts,
+                                            read_about(hop, mentioned, hops), embedder)
             entry.iteration = number
             result.trace.append(entry)
             if hop.answered and is_bridge(number, steps):  # the entity found, searched on its own (no call)

@@ -5,12 +5,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from helpers.answer_text import answer_choices
+from helpers.answer_text import answer_choices, only_a_date
 from helpers.results import Hit
 from helpers.strategies.answer import NOT_FOUND
 
 REFERENCE = re.compile(r"#(\d+)")  # "#2" in a planned step: the answer of step 2
 _ASKS_WHO = re.compile(r"\s*who(m)?\b", re.IGNORECASE)
+_ASKS_PLACE = re.compile(r"\s*(where\b|(in |at |from )?(which|what) (city|town|country|place|state|region)\b|"
+                         r"what is the place\b)", re.IGNORECASE)
+_ASKS_DATE = re.compile(r"\s*(when\b|(in )?(what|which) year\b|what is the date\b|on what date\b)", re.IGNORECASE)
+_DATE_WORD = re.compile(r"\d|\b(century|january|february|march|april|may|june|july|august|september|october|"
+                        r"november|december)\b", re.IGNORECASE)
 
 
 @dataclass
@@ -45,6 +50,22 @@ def referenced_hop(number: int, hops: list[Hop]) -> Hop | None:
 def asks_who(step: str) -> bool:
     """True when a step asks for a person ("Who is the father of #1?")."""
     return bool(_ASKS_WHO.match(step))
+
+
+def wanted_kind(step: str) -> str:
+    """What a step asks for, where its first words say it: "a person", "a place", "a date", or ""."""
+    return ("a person" if asks_who(step) else "a place" if _ASKS_PLACE.match(step)
+            else "a date" if _ASKS_DATE.match(step) else "")
+
+
+def fits_kind(answer: str, kind: str) -> bool:
+    """False for an answer that cannot be ``kind``: only a date for a person or a place
+    ("born December 19, 1993" to "Where was Ann born?"), no date at all for a date."""
+    if not answer or NOT_FOUND in answer.lower():
+        return True
+    if kind in ("a person", "a place"):
+        return not only_a_date(answer)
+    return kind != "a date" or bool(_DATE_WORD.search(answer))
 
 
 def fill_references(step: str, hops: list[Hop]) -> str:
