@@ -24,7 +24,7 @@ import pytest
 from servers import free_port
 
 from helpers.config import PROJECT_ROOT
-from helpers.lab.execution import cells_hash, venv_kernel_name
+from helpers.lab.execution import cells_hash, stale_pages, venv_kernel_name
 from helpers.lab.notebooks import (DB_DIR_ENV, NOTEBOOK_DIR, PROMPTS_ENV, check_citations, execute_notebook, kernel_env,
                                    lab_prompts, milvus_path, notebook_config, notebook_paths, prompts_file,
                                    renumber_citations, save_prompt)
@@ -62,6 +62,8 @@ def test_the_series_is_complete():
 def test_notebook_structure(path):
     nb = _read(path)
     nbformat.validate(nb)
+    ids = [cell.get("id") for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]]
+    assert all(ids) and len(set(ids)) == len(ids), "every stored cell has its own id (nbformat 4.5)"
     assert nb.cells[0].cell_type == "markdown", "a notebook opens with a markdown cell"
     opening = nb.cells[0].source
     assert "What you will learn" in opening and "What it costs" in opening and "Helpers used" in opening
@@ -215,6 +217,26 @@ def test_every_recorded_call_is_counted_for_the_cost_check():
     before = calls_in_process()
     UsageLedger().add(CallRecord("reflect", "scripted", "script", 10, 2, 0.1))
     assert calls_in_process() == before + 1
+
+
+@pytest.mark.parametrize("mode", ["fast", "full"])
+def test_no_rendered_page_is_older_than_its_notebook(mode):
+    folder = NOTEBOOK_DIR / "rendered" / mode
+    stale = stale_pages(folder)
+    assert not stale, (f"notebooks/rendered/{mode}: {stale} changed since their page was rendered; run "
+                       f"python -m helpers notebooks --render{' --fast' if mode == 'fast' else ''} on them")
+    pages = json.loads((folder / "index.json").read_text()) if (folder / "index.json").exists() else {}
+    assert all((folder / f"{name}.html").exists() and page["run"] == "ok" for name, page in pages.items())
+
+
+def test_the_fast_rendering_covers_the_series_at_the_cost_each_notebook_states():
+    pages = json.loads((NOTEBOOK_DIR / "rendered" / "fast" / "index.json").read_text())
+    assert sorted(pages) == EXPECTED
+    for path in NOTEBOOKS:  # the page's run is the one its "What it costs" line describes
+        low, high = stated_fast_minutes(path)
+        minutes = pages[path.stem]["seconds"] / 60
+        assert low / (2 * COST_FACTOR) <= minutes <= high * COST_FACTOR, \
+            f"{path.stem}: its page ran {minutes:.1f} minutes; its 'What it costs' says about {low:g}-{high:g}"
 
 
 def test_the_mode_cell_sets_the_mode_and_says_what_it_costs(monkeypatch):
