@@ -186,6 +186,11 @@ def only_a_date(text: str) -> bool:
         w.isdigit() or w.lower() in _MONTHS or not name_word(w) for w in words)
 
 
+def names_a_date(text: str) -> bool:
+    """True when ``text`` holds a number, a month's name or "century": it may give a date."""
+    return any(c.isdigit() for c in text) or any(w in _MONTHS or w == "century" for w in normalise(text).split())
+
+
 _EARLIER = re.compile(r"\b(first|earlier|earliest|older|oldest|before|sooner)\b", re.IGNORECASE)
 _LATER = re.compile(r"\b(later|latest|last|younger|youngest|after|more recent(?:ly)?|most recent(?:ly)?)\b",
                     re.IGNORECASE)

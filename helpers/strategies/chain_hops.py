@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from helpers.answer_text import answer_choices, only_a_date
+from helpers.answer_text import answer_choices, names_a_date, only_a_date
 from helpers.results import Hit
 from helpers.strategies.answer import NOT_FOUND
 
@@ -14,8 +14,6 @@ _ASKS_WHO = re.compile(r"\s*who(m)?\b", re.IGNORECASE)
 _ASKS_PLACE = re.compile(r"\s*(where\b|(in |at |from )?(which|what) (city|town|country|place|state|region)\b|"
                          r"what is the place\b)", re.IGNORECASE)
 _ASKS_DATE = re.compile(r"\s*(when\b|(in )?(what|which) year\b|what is the date\b|on what date\b)", re.IGNORECASE)
-_DATE_WORD = re.compile(r"\d|\b(century|january|february|march|april|may|june|july|august|september|october|"
-                        r"november|december)\b", re.IGNORECASE)
 
 
 @dataclass
@@ -65,7 +63,7 @@ def fits_kind(answer: str, kind: str) -> bool:
         return True
     if kind in ("a person", "a place"):
         return not only_a_date(answer)
-    return kind != "a date" or bool(_DATE_WORD.search(answer))
+    return kind != "a date" or names_a_date(answer)
 
 
 def fill_references(step: str, hops: list[Hop]) -> str:
