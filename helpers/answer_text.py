@@ -129,8 +129,12 @@ def names_one_of(answer: str, names: list[str]) -> bool:
 
 
 def _name_words(text: str) -> list[str]:
-    plain = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
-    return normalise(plain).split()
+    return normalise(without_accents(text)).split()
+
+
+def without_accents(text: str) -> str:
+    """``text`` with its accents dropped ("Abū Isḥāq" -> "Abu Ishaq")."""
+    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
 
 
 _MONTHS = {m: n for n, m in enumerate(("january february march april may june july august september october "

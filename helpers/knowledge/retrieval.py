@@ -4,12 +4,12 @@ without duplicates, and laying chunks out as numbered, fenced prompt text."""
 from __future__ import annotations
 
 import re
-import unicodedata
 from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
 
+from helpers.answer_text import without_accents
 from helpers.config import SearchConfig
 from helpers.knowledge.chunking import body_of
 from helpers.knowledge.embeddings import Embedder
@@ -119,9 +119,7 @@ _QUALIFIED = re.compile(r"\s*\([^()]*\)")  # the qualifier a text may write afte
 @lru_cache(maxsize=65536)  # every lookup compares a name with every title of a collection
 def title_key(text: str) -> str:
     """``text`` as titles are compared: accents dropped, case folded, quotes and spaces evened out."""
-    text = unicodedata.normalize("NFKD", text.replace("’", "'").replace("‘", "'"))
-    text = "".join(c for c in text if not unicodedata.combining(c))
-    return " ".join(text.casefold().split())
+    return " ".join(without_accents(text.replace("’", "'").replace("‘", "'")).casefold().split())
 
 
 def matching_titles(name: str, titles: list[str], limit: int = 3) -> list[str]:
