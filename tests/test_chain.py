@@ -17,8 +17,9 @@ from helpers.strategies.chain import mirror_steps, run_chain
 from helpers.strategies.chain_hops import Hop, fill_references, fits_kind, is_bridge, wanted_kind
 from helpers.strategies.evidence import EvidenceLog
 from helpers.strategies.naive import run_naive
-from helpers.strategies.relations import find_relation, relation_plan
+from helpers.strategies.relations import find_relation, relation_plan, simple_relation
 
+NO_FAMILY = {"father": "", "mother": "", "spouses": [], "children": [], "siblings": []}
 QUESTION = "Who voices the character whose catchphrase is D'oh?"
 TWO_HOPS = {
     "plan": {"names": [], "steps": ["Which character says D'oh?", "Who voices #1?"]},
@@ -140,11 +141,11 @@ def test_a_family_relation_is_planned_in_code_one_simple_relation_per_step():
 def test_the_chain_plans_a_relation_without_a_call_and_reads_passages_when_the_last_step_finds_nothing(
         simpsons_kb):
     question = "Where was Homer Simpson's father born?"
-    script = {"read": Seq({"answer": "Abe Simpson"}, {"answer": "not found"}),
+    script = {"family": NO_FAMILY, "read": Seq({"answer": "Abe Simpson"}, {"answer": "not found"}),
               "answer": {"asks_for": "a place", "facts": "Abe was born in Springfield [1]", "answer": "Springfield",
                          "sources": [1]}}
     result, backend = chain_run(simpsons_kb, script, question=question)
-    assert backend.steps() == ["read", "read", "answer"]              # no plan call; no facts call
+    assert backend.steps() == ["family", "read", "read", "answer"]    # no plan call; no facts call
     assert result.steps("plan")[0].parsed["steps"] == ["Who is the father of Homer Simpson?", "Where was #1 born?"]
     assert "Where was Abe Simpson born?" in backend.calls_for("read")[1]["messages"][0]["content"]
     assert result.steps("answer")[0].notes[0].startswith("the facts gave no answer: read from")
@@ -152,7 +153,7 @@ def test_the_chain_plans_a_relation_without_a_call_and_reads_passages_when_the_l
     script["read"] = {"answer": "Homer J. Simpson"}
     script["reread"] = {"answer": "Homer Simpson"}
     result, backend = chain_run(simpsons_kb, script, question=question)
-    assert backend.steps() == ["read", "reread", "answer"]            # asked once more; step 2 is not read
+    assert backend.steps() == ["family", "read", "reread", "answer"]  # asked once more; step 2 is not read
     reread = backend.calls_for("reread")[0]["messages"]
     assert [m["role"] for m in reread] == ["user", "assistant", "user"] and "Homer Simpson" in reread[-1]["content"]
     assert result.steps("read")[0].parsed == "not found"               # the step's own subject is no answer
@@ -164,21 +165,42 @@ def test_the_chain_plans_a_relation_without_a_call_and_reads_passages_when_the_l
     assert result.steps("read")[0].parsed == "Abe Simpson"
     script["read"] = Seq({"answer": "Homer Simpson's father is Abraham Simpson"}, {"answer": "not found"})
     result, backend = chain_run(simpsons_kb, script, question=question)
-    assert backend.steps()[:2] == ["read", "read"]                     # a sentence: what it says, no second call
+    assert backend.steps()[1:3] == ["read", "read"]                    # a sentence: what it says, no second call
     assert result.steps("read")[0].parsed == "Abraham Simpson"
     script["read"] = Seq({"answer": "Homer Simpson was born in 1956"}, {"answer": "not found"})
     result, backend = chain_run(simpsons_kb, script, question=question)
-    assert backend.steps()[:2] == ["read", "reread"]                   # a year is no answer to "who?"
+    assert backend.steps()[1:3] == ["read", "reread"]                  # a year is no answer to "who?"
+
+
+def test_a_family_relation_is_read_off_the_family_the_model_writes_down(simpsons_kb):
+    question = "Where was Homer Simpson's paternal grandfather born?"
+    script = {"family": Seq({"father": "Abe Simpson", "mother": "Mona Simpson", "spouses": ["Marge Simpson"],
+                             "children": ["Bart Simpson"], "siblings": []},
+                            {"father": "Abe Simpson", "mother": "", "spouses": [], "children": [], "siblings": []}),
+              "read": Seq({"answer": "Orville Simpson"}, {"answer": "Springfield"})}
+    result, backend = chain_run(simpsons_kb, script, question=question)
+    assert result.steps("plan")[0].parsed["steps"] == ["Who is the father of Homer Simpson?", "Who is the father of #1?",
+                                                        "Where was #2 born?"]
+    assert "family of Homer Simpson" in backend.calls_for("family")[0]["messages"][0]["content"]
+    assert "family of Abe Simpson" in backend.calls_for("family")[1]["messages"][0]["content"]
+    # step 1 from the family; step 2's family names only Abe himself, so step 2 is read as a question
+    assert backend.steps() == ["family", "family", "read", "read"]
+    assert [t.parsed for t in result.trace if t.step in ("family", "read")] == [
+        "Abe Simpson", "", "Orville Simpson", "Springfield"]
+    assert "Where was Orville Simpson born?" in backend.calls_for("read")[1]["messages"][0]["content"]
+    assert result.short_answer == "Springfield"
+    assert simple_relation("Who was the wife of Jon of Ardent Vale?") == ("wife", "Jon of Ardent Vale")
+    assert simple_relation("Who is the father of #1?") is None and simple_relation("Where was Ann born?") is None
 
 
 def test_a_read_of_the_wrong_kind_is_asked_once_more_then_counts_as_not_found(simpsons_kb):
     question = "Where was Homer Simpson's father born?"
-    script = {"read": Seq({"answer": "Abe Simpson"}, {"answer": "born May 25, 1907"}),
+    script = {"family": NO_FAMILY, "read": Seq({"answer": "Abe Simpson"}, {"answer": "born May 25, 1907"}),
               "reread": {"answer": "Springfield"},
               "answer": {"asks_for": "a place", "facts": "Abe was born in Springfield [1]", "answer": "Springfield",
                          "sources": [1]}}
     result, backend = chain_run(simpsons_kb, script, question=question)
-    assert backend.steps() == ["read", "read", "reread"]              # a date, asked where: asked once more
+    assert backend.steps() == ["family", "read", "read", "reread"]    # a date, asked where: asked once more
     assert "is not a place" in backend.calls_for("reread")[0]["messages"][-1]["content"]
     assert result.steps("read")[1].parsed == result.short_answer == "Springfield"
     script["reread"] = {"answer": "May 1907"}                          # a date again: not found
@@ -186,7 +208,7 @@ def test_a_read_of_the_wrong_kind_is_asked_once_more_then_counts_as_not_found(si
     assert result.steps("read")[1].parsed == "not found" and "is not a place" in result.steps("read")[1].notes[-1]
     script["read"] = Seq({"answer": "Abe Simpson"}, {"answer": "Abe Simpson was born on May 25, 1907 in Springfield"})
     result, backend = chain_run(simpsons_kb, script, question=question)
-    assert backend.steps() == ["read", "read"]                         # the place the sentence names: no call
+    assert backend.steps() == ["family", "read", "read"]               # the place the sentence names: no call
     assert result.steps("read")[1].parsed == "Springfield"
 
 

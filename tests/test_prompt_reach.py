@@ -105,11 +105,17 @@ def test_every_edited_prompt_reaches_the_model_in_a_run_that_uses_it(simpsons_kb
         "answer": {"asks_for": "a character", "answer": "Ned Flanders"}})
     run_chain("Which character appeared first, Homer Simpson or Ned Flanders?", config, llm=LLM(chain), store=store,
               embedder=get_embedder(config.embedding), prompts=MARKED)
+    # chain: a family relation, read off the family the model writes down (chain_family)
+    family = StepScriptedBackend({"family": {"father": "Abe Simpson", "mother": "Mona Simpson", "spouses": [],
+                                             "children": [], "siblings": []},
+                                  "answer": {"asks_for": "a person", "answer": "Mona Simpson"}})
+    run_chain("Who is the mother of Homer Simpson?", config, llm=LLM(family), store=store,
+              embedder=get_embedder(config.embedding), prompts=MARKED)
     judge = StepScriptedBackend({"judge": {"verdict": "correct", "reason": "same person"}})
     monkeypatch.setattr(harness, "make_llm", lambda config: LLM(judge))
     judge_answer(EvalQuestion("1", "Who voices Homer?", "Dan Castellaneta"), "Dan Castellaneta", config,
                  MARKED.template("judge"))
-    text = "\n".join(sent(b) for b in [*backends, naive, chain, judge])
+    text = "\n".join(sent(b) for b in [*backends, naive, chain, family, judge])
     missing = [name for name in prompt_names() if f"[marker of {name}]" not in text]
     assert not missing, f"edited prompts that never reached the model: {missing}"
     assert len(prompt_names()) >= 40

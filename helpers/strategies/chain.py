@@ -19,6 +19,11 @@ The plan is the stopping rule; a last short call answers from the facts.  Each n
 the question contains is also searched on its own (no model call): the pages of
 the two films a comparison names are then found even when a step goes astray.
 
+A step that asks one family relation of a named person ("Who is the mother of Lothair II?") is
+read by having the model write down that person's family from the passages (``read_relative``,
+prompt ``chain_family``) and taking the relative asked for; when that family has none, the step
+is read as any other.
+
 Before a step is searched, the pages *titled* by what it is about (a name of the
 question, an answer found earlier) are looked up and read first (``chain.pages``):
 a search by meaning for "Where was David Bradley born?" ranks "Bradley Orr" above
@@ -50,7 +55,7 @@ from helpers.strategies.chain_answer import final_answer
 from helpers.strategies.chain_hops import (REFERENCE, Hop, facts_text, fill_references, fits_kind, found_answers,
                                            is_bridge, missing_link, one_chain, read_about, step_entities, wanted_kind)
 from helpers.strategies.evidence import EvidenceLog
-from helpers.strategies.relations import relation_plan
+from helpers.strategies.relations import Family, relation_plan, relative_in, simple_relation
 
 
 class Plan(BaseModel):
@@ -139,8 +144,7 @@ def read_answer(llm: LLM, hop: Hop, passages: int = 3, passage_chars: int = 600,
     shown = hop.hits[:passages]
     wanted = wanted_kind(hop.query)
     with traced(trace, llm.ledger, "read", query=hop.query) as entry:
-        text = "\n\n".join(f"[{n}] {hit.title}\n{fence(best_part(hit.text, hop.query, passage_chars, embedder))}"
-                           for n, hit in enumerate(shown, start=1))
+        text = passages_text(shown, hop.query, passage_chars, embedder)
         entry.prompts = [prompts.version("chain_read")]
         entry.messages = [{"role": "user", "content": render("chain_read", prompts.template("chain_read"),
                                                              step=hop.query, passages=text or "(nothing found)")}]
@@ -169,6 +173,41 @@ def read_answer(llm: LLM, hop: Hop, passages: int = 3, passage_chars: int = 600,
             entry.raw, answer = exc.raw_replies[-1] if exc.raw_replies else "", NOT_FOUND
             entry.notes.append(f"no valid reply ({exc.last_error}); counted as not found")
         entry.parsed = answer or NOT_FOUND
+    return entry.parsed, trace[0]
+
+
+def passages_text(hits: list[Hit], query: str, passage_chars: int, embedder: Embedder | None) -> str:
+    """Numbered passages for a read prompt: each hit's title and the part of its text that best
+    matches ``query`` (``best_part``)."""
+    return "\n\n".join(f"[{n}] {hit.title}\n{fence(best_part(hit.text, query, passage_chars, embedder))}"
+                       for n, hit in enumerate(hits, start=1))
+
+
+def read_relative(llm: LLM, hop: Hop, relation: str, person: str, passages: int = 3, passage_chars: int = 600,
+                  prompts: PromptSet | Mapping[str, str] | None = None, about: list[str] = (),
+                  embedder: Embedder | None = None) -> tuple[str, TraceStep]:
+    """The answer to a step that asks one family relation of ``person`` ("Who is the mother of
+    X?"): the model writes down X's family from the best ``passages`` hits (``chain_family``), and
+    the relative asked for is taken from it; "" when the family it wrote has none that is not one
+    of ``about``."""
+    prompts = as_prompt_set(prompts)
+    trace: list[TraceStep] = []
+    with traced(trace, llm.ledger, "family", query=hop.query) as entry:
+        shown = hop.hits[:passages]
+        entry.prompts = [prompts.version("chain_family")]
+        entry.messages = [{"role": "user", "content": render(
+            "chain_family", prompts.template("chain_family"), person=person,
+            passages=passages_text(shown, hop.query, passage_chars, embedder) or "(nothing found)")}]
+        entry.kept = [hit_summary(h) for h in shown]
+        try:
+            reply = llm.structured(entry.messages, Family, step="family", max_tokens=160, temperature=0.0)
+            entry.raw = reply.raw
+            entry.parsed = relative_in(reply.value, relation, [person, *about])
+            entry.notes.append(f"the {relation}: {entry.parsed!r}" if entry.parsed else
+                               f"the family written has no {relation}: the step is read as a question")
+        except StructuredOutputError as exc:
+            entry.raw, entry.parsed = exc.raw_replies[-1] if exc.raw_replies else "", ""
+            entry.notes.append(f"no valid family ({exc.last_error}); the step is read as a question")
     return entry.parsed, trace[0]
 
 
@@ -236,10 +275,16 @@ def run_chain(question: str, config: Config, *, llm: LLM | None = None, store: V
                 result.trace.append(TraceStep("read", number, notes=[f"builds on step {missing}, which found "
                                                                      "nothing: searched, not read (no call)"]))
                 continue
-            hop.answer, entry = read_answer(llm, hop, c.hop_passages, c.passage_chars, prompts,
-                                            read_about(hop, mentioned, hops), embedder)
-            entry.iteration = number
-            result.trace.append(entry)
+            about = read_about(hop, mentioned, hops)
+            if (relative := simple_relation(hop.query)) is not None:
+                hop.answer, entry = read_relative(llm, hop, *relative, c.hop_passages, c.passage_chars, prompts,
+                                                  about, embedder)
+                entry.iteration = number
+                result.trace.append(entry)
+            if not hop.answer and llm.has_room(calls=2):
+                hop.answer, entry = read_answer(llm, hop, c.hop_passages, c.passage_chars, prompts, about, embedder)
+                entry.iteration = number
+                result.trace.append(entry)
             if hop.answered and is_bridge(number, steps):  # the entity found, searched on its own (no call)
                 evidence.add(hop.answer, search_step(store, embedder, hop.answer, names, config, result.trace,
                                                      number, [hop.answer]))

@@ -26,8 +26,9 @@ def step_log(t: TraceStep) -> str | None:
         return f"{where}gap queries: {t.parsed}" if t.parsed else f"{where}no gap found: the search stops"
     if t.step == "plan" and isinstance(t.parsed, dict):
         return f"plan: {t.parsed.get('steps')}"
-    if t.step == "read":
-        return f"step {t.iteration}: {t.inputs.get('query')!r} -> {t.parsed!r}"
+    if t.step in ("read", "family"):
+        how = " (read off the family written down)" if t.step == "family" else ""
+        return f"step {t.iteration}: {t.inputs.get('query')!r} -> {t.parsed!r}{how}"
     if t.step == "section":
         parsed = t.parsed or {}
         return (f"section {parsed.get('heading', t.inputs.get('topic'))!r}: "
