@@ -41,7 +41,7 @@ from typing import Mapping
 from pydantic import BaseModel, Field
 
 from helpers.answer_text import answer_choices, drop_echo, names_one_of, said_about
-from helpers.config import Config
+from helpers.config import ChainConfig, Config
 from helpers.errors import BudgetExceededError, DeepSearchLabError, StructuredOutputError
 from helpers.knowledge.embeddings import Embedder, get_embedder
 from helpers.knowledge.retrieval import best_part, lookup_pages, search
@@ -176,6 +176,26 @@ def read_answer(llm: LLM, hop: Hop, passages: int = 3, passage_chars: int = 600,
     return entry.parsed, trace[0]
 
 
+def read_step(llm: LLM, hop: Hop, number: int, settings: ChainConfig, prompts: PromptSet, about: list[str],
+              embedder: Embedder | None = None) -> tuple[str, list[TraceStep]]:
+    """Step ``number``'s answer and the trace of its reads: a step that asks one family relation
+    (``simple_relation``) is read off the family the model writes down (``read_relative``); any
+    other step, or one whose family has no such relative, is read as a question (``read_answer``)
+    while the budget keeps room for the final answer."""
+    answer, entries = "", []
+    if (relative := simple_relation(hop.query)) is not None:
+        answer, entry = read_relative(llm, hop, *relative, settings.hop_passages, settings.passage_chars, prompts,
+                                      about, embedder)
+        entries.append(entry)
+    if not answer and (not entries or llm.has_room(calls=2)):
+        answer, entry = read_answer(llm, hop, settings.hop_passages, settings.passage_chars, prompts, about,
+                                    embedder)
+        entries.append(entry)
+    for entry in entries:
+        entry.iteration = number
+    return answer, entries
+
+
 def passages_text(hits: list[Hit], query: str, passage_chars: int, embedder: Embedder | None) -> str:
     """Numbered passages for a read prompt: each hit's title and the part of its text that best
     matches ``query`` (``best_part``)."""
@@ -275,16 +295,8 @@ def run_chain(question: str, config: Config, *, llm: LLM | None = None, store: V
                 result.trace.append(TraceStep("read", number, notes=[f"builds on step {missing}, which found "
                                                                      "nothing: searched, not read (no call)"]))
                 continue
-            about = read_about(hop, mentioned, hops)
-            if (relative := simple_relation(hop.query)) is not None:
-                hop.answer, entry = read_relative(llm, hop, *relative, c.hop_passages, c.passage_chars, prompts,
-                                                  about, embedder)
-                entry.iteration = number
-                result.trace.append(entry)
-            if not hop.answer and llm.has_room(calls=2):
-                hop.answer, entry = read_answer(llm, hop, c.hop_passages, c.passage_chars, prompts, about, embedder)
-                entry.iteration = number
-                result.trace.append(entry)
+            hop.answer, entries = read_step(llm, hop, number, c, prompts, read_about(hop, mentioned, hops), embedder)
+            result.trace.extend(entries)
             if hop.answered and is_bridge(number, steps):  # the entity found, searched on its own (no call)
                 evidence.add(hop.answer, search_step(store, embedder, hop.answer, names, config, result.trace,
                                                      number, [hop.answer]))
