@@ -9,7 +9,7 @@ from helpers.answer_text import (answer_choices, earliest_or_latest, is_yes_no_q
 from helpers.evaluation.harness import EvalQuestion, score
 from helpers.evaluation.scoring import contains_answer, exact_match, score_answer, token_f1
 from helpers.evaluation.summary import row_scores, summarise
-from helpers.strategies.answer import tidy_answer
+from helpers.strategies.answer import option_by_dates, tidy_answer
 from helpers.strategies.reports import answer_schema
 
 COMPARISON = "Which film came out first, Blind Shaft or The Mask Of Fu Manchu?"
@@ -150,3 +150,16 @@ def test_an_answer_names_a_person_when_it_holds_all_of_the_name():
 def test_a_date_alone_is_told_from_a_name_with_a_date():
     assert only_a_date("born December 19, 1993") and only_a_date("1938") and only_a_date("c. 870")
     assert not only_a_date("Detroit, 1970") and not only_a_date("Detroit") and not only_a_date("19th century")
+
+
+def test_the_dates_the_facts_give_each_option_decide_which_came_first():
+    question = "Who was born first out of Aivar Kuusmaa and Andy Summers?"
+    facts = "Aivar Kuusmaa was born on 12 June 1967, and Andy Summers was born on 31 December 1942. [3][4]"
+    assert option_by_dates(question, facts) == "Andy Summers"
+    assert option_by_dates("Who was born later out of Aivar Kuusmaa and Andy Summers?", facts) == "Aivar Kuusmaa"
+    assert option_by_dates("Which film came out first, 1917 or Dying God?",
+                           "1917 was released in 2019 [1], while Dying God came out in 2008 [2].") == "Dying God"
+    assert option_by_dates(question, "Aivar Kuusmaa was born on 12 June 1967 [3].") is None          # one side only
+    assert option_by_dates(question, "Aivar Kuusmaa and Andy Summers were born in 1967 and 1942.") is None  # whose?
+    assert option_by_dates("Are Aivar Kuusmaa and Andy Summers both from Estonia?", facts) is None   # yes/no
+    assert option_by_dates("Which film is longer, Dying God or 3 Dots?", "Dying God: 2008; 3 Dots: 2010") is None

@@ -12,7 +12,8 @@ A yes/no question or an "A or B" question constrains the answer to its choices
 (``answer_choices``): decoding cannot write anything else.  ``tidy_answer`` then does what
 needs no model: citation marks and trailing full stops
 go, a yes/no question gets "yes" or "no", and an "A or B" question gets the option it
-named, written as the question writes it.
+named, written as the question writes it.  For "which came first?" the dates the facts give
+each option decide (``option_by_dates``), not the model's pick.
 """
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ import re
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from helpers.answer_text import answer_choices, date_as_written, is_yes_no_question, normalise, question_options
+from helpers.answer_text import (answer_choices, date_as_written, earliest_or_latest, is_yes_no_question, normalise,
+                                 parse_date, question_options, wants_earlier)
 from helpers.errors import BudgetExceededError, StructuredOutputError
 from helpers.knowledge.retrieval import fit_chunks, numbered_chunks
 from helpers.models.llm import LLM
@@ -31,6 +33,7 @@ from helpers.strategies.reports import answer_schema, cite_marks, clean_text
 NOT_FOUND = "not found"  # the short answer when nothing answers the question
 FACTS_TOKENS = 220  # room for the facts and the answer; the answer is read at temperature 0
 _FACT_END = re.compile(r"(?<=[.!?;])\s+")  # where the facts are split into single facts
+_CLAUSE = re.compile(r"(?<=[.!?;])\s+|,?\s+(?:while|whereas)\s+|,\s+(?:and|but)\s+")  # a fact's clauses
 
 
 @dataclass
@@ -66,6 +69,24 @@ def tidy_answer(answer: str, question: str, facts: str = "", sources: Sequence[s
         if len(by_facts) == 1:
             return by_facts.pop()
     return text
+
+
+def option_by_dates(question: str, facts: str) -> str | None:
+    """The option a "which came first / who was born later" question asks for, decided by the date
+    the ``facts`` give each option (in the clauses that name that option alone), not by the model:
+    a small model often copies both dates right and then names the wrong option.  None when the
+    question says no direction, or an option has no date or two different ones."""
+    earlier, options = wants_earlier(question), question_options(question)
+    if earlier is None or len(options) != 2 or is_yes_no_question(question):
+        return None
+    dates: dict[str, set[tuple[int, int, int]]] = {option: set() for option in options}
+    for clause in _CLAUSE.split(CITATION.sub("", facts)):
+        named = _options_named(clause, options)
+        if len(named) == 1 and (date := parse_date(re.sub(re.escape(named[0]), " ", clause, flags=re.IGNORECASE))):
+            dates[named[0]].add(date)
+    if any(len(found) != 1 for found in dates.values()):
+        return None
+    return earliest_or_latest({option: found.pop() for option, found in dates.items()}, earlier)
 
 
 def _options_named(text: str, options: list[str]) -> list[str]:
@@ -119,4 +140,7 @@ def _read(llm: LLM, question: str, hits: list[Hit], max_chunks: int, step: str, 
     answer = tidy_answer(said, question, explanation, [h.text for h in used]) or NOT_FOUND
     if answer != said:
         entry.notes.append(f"answer tidied: {said!r} -> {answer!r}")
+    if (decided := option_by_dates(question, explanation)) is not None and decided != answer:
+        entry.notes.append(f"the dates the facts give each option decide the comparison: {answer!r} -> {decided!r}")
+        answer = decided
     return answer, explanation, used
