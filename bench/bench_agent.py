@@ -17,6 +17,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from statistics import mean
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -25,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from helpers.config import FAST_OVERRIDES, load_config  # noqa: E402
+from helpers.evaluation.harness import EvalQuestion, load_questions, score  # noqa: E402
 from helpers.results import Result  # noqa: E402
 from helpers.strategies.agent import run_agent  # noqa: E402
 
@@ -41,10 +43,10 @@ def describe(result: Result) -> dict:
             "finish": result.settings["finish"], "cited_sources": len(result.cited_sources)}
 
 
-def mentions_expected(answer: str, record: dict) -> bool:
-    """A lenient correctness check: the expected answer or an alias appears in the answer."""
-    text = answer.lower()
-    return any(option.lower() in text for option in [record["answer"], *record.get("aliases", [])])
+def scored(result: Result, question: EvalQuestion) -> dict:
+    """EM and F1 of the run's short answer, scored as the harness scores every strategy."""
+    answer_score = score(result.short_answer or result.answer, question)
+    return {"em": answer_score.em, "f1": round(answer_score.f1, 2)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,18 +83,15 @@ def main(argv: list[str] | None = None) -> int:
         result.save(args.save)
 
     if args.questions:
-        records = [json.loads(line) for line in QA_FILE.read_text().splitlines() if line.strip()][: args.questions]
         rows = []
-        for record in records:
-            run = run_agent(record["question"], config)
-            row = {"id": record["id"], **describe(run), "mentions_expected": mentions_expected(run.answer, record)}
+        for question in load_questions(QA_FILE)[: args.questions]:
+            run = run_agent(question.question, config)
+            row = {"id": question.id, **describe(run), **scored(run, question)}
             rows.append(row)
             print(json.dumps(row))
         beast = sum(1 for row in rows if row["beast_mode"])
-        correct = sum(1 for row in rows if row["mentions_expected"])
-        print(f"\nbeast mode needed in {beast} of {len(rows)} question(s); expected answer mentioned in "
-              f"{correct} of {len(rows)}; mean wall time "
-              f"{sum(row['wall_s'] for row in rows) / len(rows):.1f}s")
+        print(f"\nbeast mode needed in {beast} of {len(rows)} question(s); EM {mean(r['em'] for r in rows):.2f}, "
+              f"F1 {mean(r['f1'] for r in rows):.2f}; mean wall time {mean(r['wall_s'] for r in rows):.1f}s")
     return 0
 
 

@@ -11,7 +11,12 @@ HERE = Path(__file__).resolve().parent
 SCRIPTS = ["bench_model_layer.py", "bench_knowledge_base.py", "bench_pipeline.py", "bench_agent.py",
            "bench_prompt_cache.py"]
 
-for script in SCRIPTS:
-    if (HERE / script).exists():
+
+def main() -> None:
+    for script in SCRIPTS:
         print(f"\n######## {script}\n", flush=True)
         subprocess.run([sys.executable, str(HERE / script)], check=False)
+
+
+if __name__ == "__main__":
+    main()

@@ -24,10 +24,34 @@ class Seq:
         return self.replies.pop(0) if len(self.replies) > 1 else self.replies[0]
 
 
+FILLER = "A scripted sentence [1]."
+
+
+def instance_of(schema: dict, root: dict | None = None):
+    """A small value that ``schema`` (a JSON schema) accepts: first choices, one item per list."""
+    root = root or schema
+    if "$ref" in schema:
+        return instance_of(root["$defs"][schema["$ref"].rsplit("/", 1)[-1]], root)
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            return instance_of(next(s for s in schema[key] if s.get("type") != "null"), root)
+    if "const" in schema or "enum" in schema:
+        return schema.get("const", (schema.get("enum") or [None])[0])
+    kind = schema.get("type")
+    if kind == "object":
+        return {key: instance_of(value, root) for key, value in schema.get("properties", {}).items()}
+    if kind == "array":
+        count = min(max(1, schema.get("minItems", 1)), schema.get("maxItems", 1 << 20))
+        return [instance_of(schema.get("items", {}), root) for _ in range(count)]
+    return {"integer": max(1, schema.get("minimum", 1)), "number": 1.0, "boolean": True}.get(kind, FILLER)
+
+
 class StepScriptedBackend:
     """Replies from ``script[step]``: one reply, a ``Seq``, or a list (used like a ``Seq``).
 
-    Tokens are counted as ``tokens="chars"`` (4 characters each) or ``"words"``; a
+    With ``fill``, a step the script does not name gets the smallest reply its schema allows
+    (``instance_of``), or ``FILLER`` where it asks for free text: enough to run a whole strategy
+    for its control flow.  Tokens are counted as ``tokens="chars"`` (4 characters each) or ``"words"``; a
     reply longer than the ``max_tokens`` it is given is cut there with finish reason
     "length", as a real model's would be; it ends before the first ``stop`` string, and
     with ``on_text`` it is streamed word by word.  Every call is recorded in ``calls``.
@@ -37,21 +61,23 @@ class StepScriptedBackend:
     model = "script"
 
     def __init__(self, script: dict[str, Reply | Seq | list], context_size: int = 8192,
-                 prompt_tokens: int | None = None, tokens: str = "chars", message_overhead: int = 0):
+                 prompt_tokens: int | None = None, tokens: str = "chars", message_overhead: int = 0,
+                 fill: bool = False):
         self.script = {step: Seq(*reply) if isinstance(reply, list) and reply and isinstance(reply[0], str)
                        else reply for step, reply in script.items()}
         self.context_size = context_size
         self.fixed_prompt_tokens = prompt_tokens
         self.tokens = tokens
         self.message_overhead = message_overhead
+        self.fill = fill
         self.calls: list[dict] = []
 
     def complete(self, messages, *, schema, temperature, max_tokens, step, stop=None, on_text=None):
         self.calls.append({"step": step, "messages": messages, "schema": schema, "max_tokens": max_tokens,
                            "stop": stop})
-        if step not in self.script:
+        if step not in self.script and not self.fill:
             raise AssertionError(f"the script has no reply for step {step!r}")
-        reply = self.script[step]
+        reply = self.script.get(step) or (instance_of(schema) if schema else FILLER)
         reply = reply.next() if isinstance(reply, Seq) else reply
         if callable(reply):
             reply = reply(messages)
