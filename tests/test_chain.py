@@ -148,7 +148,15 @@ def test_the_chain_plans_a_relation_without_a_call_and_reads_passages_when_the_l
     assert backend.steps() == ["family", "read", "read", "answer"]    # no plan call; no facts call
     assert result.steps("plan")[0].parsed["steps"] == ["Who is the father of Homer Simpson?", "Where was #1 born?"]
     assert "Where was Abe Simpson born?" in backend.calls_for("read")[1]["messages"][0]["content"]
-    assert result.steps("answer")[0].notes[0].startswith("the facts gave no answer: read from")
+    asked = backend.calls_for("answer")[0]["messages"][0]["content"]   # the last link's question, read again
+    assert "Where was Abe Simpson born?" in asked and question not in asked
+    assert result.steps("answer")[0].notes[0].startswith("the last step's read found nothing")
+    assert result.short_answer == "Springfield"
+    again = dict(script, answer=Seq({**script["answer"], "answer": "not found"}, script["answer"]))
+    result, backend = chain_run(simpsons_kb, again, question=question)
+    assert backend.steps() == ["family", "read", "read", "answer", "answer"]  # then the whole question is read
+    assert question in backend.calls_for("answer")[1]["messages"][0]["content"]
+    assert result.steps("answer")[1].notes[0].startswith("the facts gave no answer: read from")
     assert result.short_answer == "Springfield"
     script["read"] = {"answer": "Homer J. Simpson"}
     script["reread"] = {"answer": "Homer Simpson"}

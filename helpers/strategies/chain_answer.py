@@ -1,11 +1,13 @@
 """The chain's answer (``helpers.strategies.chain``), decided with as few model calls as the facts
 allow: the last step's answer for one chain of steps, the dates for "which came first", else one
-short call on the facts; when the facts give nothing, the naive reader on the passages."""
+short call on the facts; when only a chain's last link is missing, the answer step on that link's
+question; when the facts give nothing, the naive reader on the passages."""
 from __future__ import annotations
 
 from pydantic import create_model
 
-from helpers.answer_text import answer_choices, earliest_or_latest, is_yes_no_question, parse_date, wants_earlier
+from helpers.answer_text import (answer_choices, earliest_or_latest, is_yes_no_question, names_one_of, parse_date,
+                                 wants_earlier)
 from helpers.errors import StructuredOutputError
 from helpers.knowledge.retrieval import title_key
 from helpers.models.llm import LLM
@@ -73,13 +75,37 @@ def answer_from_passages(llm: LLM, question: str, hops: list[Hop], question_hits
     return short.answer, entry
 
 
+def last_link_question(question: str, steps: list[str], hops: list[Hop]) -> str | None:
+    """The last step's question, references filled in ("Why did Katherine Mansfield die?"), when the
+    question is one chain of steps whose every link but the last was found: that simple question
+    is what is left to answer, and a small model reads one simple question off passages far better
+    than the whole multi-hop question.  None otherwise."""
+    if not one_chain(question, steps) or len(hops) != len(steps) or hops[-1].answered:
+        return None
+    return hops[-1].query if all(hop.answered for hop in hops[:-1]) else None
+
+
+def answer_last_link(llm: LLM, asked: str, hops: list[Hop], about: list[str],
+                     prompts: PromptSet | None = None) -> tuple[str, TraceStep]:
+    """The last link read again by the answer step's reader (which writes the facts before it
+    answers) on the last step's best passages; "not found" when it names what the step is about."""
+    short, _, entry = read_short_answer(llm, asked, hops[-1].hits[:3], 3, prompts=prompts)
+    entry.notes.insert(0, "the last step's read found nothing: its question read again by the answer step")
+    answer = short.answer
+    if names_one_of(answer, about):
+        entry.notes.append(f"{answer!r} is what the step asks about, not its answer: counted as not found")
+        answer = NOT_FOUND
+    return answer, entry
+
+
 def final_answer(llm: LLM, question: str, steps: list[str], names: list[str], hops: list[Hop],
                  question_hits: list[Hit] = (), prompts: PromptSet | None = None) -> tuple[str, list[TraceStep]]:
     """The chain's answer from its steps' findings, and the trace of how it was decided: the last
     step's answer for one chain of steps (``chained_answer``), the option the dates decide for a
     which-came-first question (``compared_by_dates``), else one call on the facts
-    (``answer_from_facts``).  When the facts give nothing (the chain's last step found nothing, or the
-    call says "not found"), the passages are read instead (``answer_from_passages``)."""
+    (``answer_from_facts``).  When one chain's last step alone found nothing, its question is read
+    again by the answer step (``answer_last_link``).  When the facts still give nothing, the
+    passages are read for the whole question (``answer_from_passages``)."""
     prompts = as_prompt_set(prompts)
     if (last := chained_answer(question, steps, hops)) is not None:
         return last, [TraceStep("answer", len(hops), parsed=last, notes=[
@@ -88,6 +114,12 @@ def final_answer(llm: LLM, question: str, steps: list[str], names: list[str], ho
         return option, [TraceStep("answer", len(hops), parsed=option, notes=[
             "the dates the steps found decide the comparison (no call)"])]
     entries = []
+    if (asked := last_link_question(question, steps, hops)) is not None and llm.has_room(calls=2):
+        about = list(dict.fromkeys([*names, *(hop.answer for hop in hops[:-1])]))
+        answer, entry = answer_last_link(llm, asked, hops, about, prompts)
+        entries.append(entry)
+        if NOT_FOUND not in answer.lower():
+            return answer, entries
     if any(hop.answered for hop in hops) and not one_chain(question, steps):
         answer, entry = answer_from_facts(llm, question, hops, prompts.template("chain_answer"))
         entries.append(entry)
