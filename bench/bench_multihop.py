@@ -69,7 +69,8 @@ def answer_goal_lines(summary: dict) -> list[str]:
             lines.append(f"{spec}: EM {entry['em']:.3f} (goal >= 0.30: {'met' if entry['em'] >= 0.30 else 'NOT met'})")
     if "oracle" in summary:
         lines.append(f"oracle reader (gold paragraphs): EM {summary['oracle']['em']:.3f}, F1 {summary['oracle']['f1']:.3f}"
-                     " -- the one-call answer step's ceiling (naive, pipeline, agent); the chain reads hop by hop")
+                     " -- the one-call answer step's ceiling (naive, pipeline, agent); "
+                     "the chain reads hop by hop")
     return lines
 
 

@@ -29,8 +29,9 @@ F1 after the standard normalisation (lower case; punctuation, articles and extra
 best over the gold answer and its aliases; "contains" is the lenient containment (no credit for an
 answer that names both options). `oracle` is the one-call answer step that naive, pipeline and agent
 share, given the gold paragraphs: their ceiling with perfect retrieval on that model. The chain reads
-hop by hop, one simple question at a time, and can score above it. Rows saved before EM/F1 were recorded are scored from their answer
-text, and their machine is not recorded in them. One question moves a mean over N questions by 1/N.
+hop by hop, one simple question at a time, and can score above it. Rows saved before EM/F1 were
+recorded are scored from their answer text, and their machine is not recorded in them. One question
+moves a mean over N questions by 1/N.
 """
 
 

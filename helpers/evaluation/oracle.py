@@ -4,8 +4,8 @@ It answers the question "how well does our reader do when retrieval is perfect?"
 error of each strategy splits in two: the points a strategy loses below the oracle's EM
 were lost by its search; the points the oracle itself loses were lost by the reader (the
 model, the prompt, the answer's form).  It bounds the strategies that answer in one call
-(naive, pipeline, agent); the chain reads one simple question per hop and can pass it.  It needs the gold titles, so it is for evaluation
-only, never a strategy a user can pick.
+(naive, pipeline, agent); the chain reads one simple question per hop and can pass it.  It
+needs the gold titles, so it is for evaluation only, never a strategy a user can pick.
 """
 from __future__ import annotations
 
