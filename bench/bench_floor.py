@@ -9,17 +9,22 @@ prompt speed + completion tokens / generation speed, as if no prompt prefix were
 wall / floor, and the time spent outside the model (embedding, Milvus, Python, JSON repair).
 Goal printed (never asserted): the demo pipeline <= 120 s and <= 1.3x its floor on 2 AVX2 cores.
 
-Usage: python bench/bench_floor.py [--fast] [--skip agent,chain]
+With ``--out DIR``, the rows (one per run, plus the raw speeds, each with ``run_stamp``: commit,
+CPU, date, model) go to ``DIR/floor.jsonl`` and what was printed to ``DIR/table.txt``.
+
+Usage: python bench/bench_floor.py [--fast] [--skip agent,chain] [--out bench/results/floor_<cpu>]
 """
 from __future__ import annotations
 
 import argparse
+import json
 import time
+from pathlib import Path
 
 from common import BENCH_OUT, bench_config, table
 
 from helpers.demo import DEMO_QUESTION
-from helpers.evaluation.harness import BENCHMARKS, load_questions, prepare_corpus
+from helpers.evaluation.harness import BENCHMARKS, load_questions, prepare_corpus, run_stamp
 from helpers.knowledge.ingest import ingest_manifest
 from helpers.models.backend import cpu_name
 from helpers.models.llm import get_backend
@@ -74,14 +79,16 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--fast", action="store_true", help="the 0.5B model")
     parser.add_argument("--skip", default="", help="comma-separated runs to leave out: pipeline, chain, agent")
+    parser.add_argument("--out", help="a folder to keep the rows (floor.jsonl) and the printed table (table.txt)")
     args = parser.parse_args()
     skip = set(filter(None, args.skip.split(",")))
     config = bench_config(fast=args.fast)
     ingest_manifest(config, progress=False)
     backend = get_backend(config.llm)
     speeds = raw_speeds(backend.llama)
-    print(f"== {config.llm.model}, {backend.threads} threads, {cpu_name()} ==")
-    print(f"raw speed: {speeds[0]:.1f} prompt tok/s, {speeds[1]:.1f} generated tok/s\n")
+    lines = [f"== {config.llm.model}, {backend.threads} threads, {cpu_name()} ==",
+             f"raw speed: {speeds[0]:.1f} prompt tok/s, {speeds[1]:.1f} generated tok/s\n"]
+    print("\n".join(lines))
     rows = []
     if "pipeline" not in skip:
         rows.append(floor_row("demo pipeline", *timed(run_pipeline, DEMO_QUESTION, config), speeds))
@@ -94,11 +101,26 @@ def main() -> None:
         question = load_questions(questions)[0].question
         rows.append(floor_row("chain, one 2Wiki question", *timed(run_chain, question, multihop, collections=names),
                               speeds))
-    print(table(rows))
+    lines.append(table(rows))
     demo = next((r for r in rows if r["run"] == "demo pipeline"), None)
     if demo:
-        print(f"\ngoal (2 AVX2 cores): demo pipeline <= 120 s ({demo['wall s']:.0f} s) and <= 1.3x its floor "
-              f"({demo['wall / floor']:.2f}x)")
+        lines.append(f"\ngoal (2 AVX2 cores): demo pipeline <= 120 s ({demo['wall s']:.0f} s) and <= 1.3x its floor "
+                     f"({demo['wall / floor']:.2f}x)")
+    print("\n".join(lines[2:]))
+    if args.out:
+        keep(Path(args.out), lines, rows, speeds, run_stamp(config), backend.threads)
+
+
+def keep(out: Path, lines: list[str], rows: list[dict], speeds: tuple[float, float], stamp: dict,
+         threads: int) -> None:
+    """The rows (stamped) in ``out/floor.jsonl`` and the printed lines in ``out/table.txt``."""
+    out.mkdir(parents=True, exist_ok=True)
+    speed = {"run": "raw speed", "prompt tok/s": speeds[0], "generated tok/s": speeds[1], "threads": threads}
+    with (out / "floor.jsonl").open("a", encoding="utf-8") as file:
+        for row in (speed, *rows):
+            file.write(json.dumps({**row, **stamp}) + "\n")
+    (out / "table.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print(f"kept in {out}")
 
 
 if __name__ == "__main__":
