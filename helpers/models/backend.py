@@ -56,9 +56,9 @@ def cpu_name() -> str:
         info = Path("/proc/cpuinfo").read_text()
     except OSError:
         return platform.processor() or "unknown CPU"
-    model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")),
-                 platform.processor() or "unknown CPU")
-    family = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("cpu family")), "")
+    def field(key: str) -> str:
+        return next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith(key)), "")
+    model, family = field("model name") or platform.processor() or "unknown CPU", field("cpu family")
     if family and not any(c.isdigit() for c in model):
         model += f" family {family}"
     return model + (" (AVX-512)" if "avx512f" in info else " (AVX2)" if "avx2" in info else "")

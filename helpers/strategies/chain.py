@@ -53,7 +53,8 @@ from helpers.results import Hit, Result, TraceStep, hit_summary, traced
 from helpers.strategies.answer import NOT_FOUND, tidy_answer
 from helpers.strategies.chain_answer import final_answer
 from helpers.strategies.chain_hops import (REFERENCE, Hop, facts_text, fill_references, fits_kind, found_answers,
-                                           is_bridge, missing_link, one_chain, read_about, step_entities, wanted_kind)
+                                           is_bridge, missing_link, one_chain, read_about, refuse_subject,
+                                           step_entities, wanted_kind)
 from helpers.strategies.evidence import EvidenceLog
 from helpers.strategies.relations import Family, relation_plan, relative_in, simple_relation
 
@@ -163,10 +164,8 @@ def read_answer(llm: LLM, hop: Hop, passages: int = 3, passage_chars: int = 600,
             elif not fits_kind(answer, wanted) and llm.has_room(calls=2):
                 entry.notes.append(f"{answer!r} is not {wanted}, what the step asks for: asked once more")
                 answer = _ask_again(llm, entry, prompts, "chain_rekind", hop.query, said=answer, wanted=wanted)
-            if answer and names_one_of(answer, list(about)):
-                entry.notes.append(f"{answer!r} is what the step asks about, not its answer: counted as not found")
-                answer = NOT_FOUND
-            elif not fits_kind(answer, wanted):
+            answer = refuse_subject(answer, about, entry)
+            if not fits_kind(answer, wanted):  # "not found" fits every kind
                 entry.notes.append(f"{answer!r} is not {wanted}: counted as not found")
                 answer = NOT_FOUND
         except StructuredOutputError as exc:

@@ -6,15 +6,14 @@ from __future__ import annotations
 
 from pydantic import create_model
 
-from helpers.answer_text import (answer_choices, earliest_or_latest, is_yes_no_question, names_one_of, parse_date,
-                                 wants_earlier)
+from helpers.answer_text import answer_choices, earliest_or_latest, is_yes_no_question, parse_date, wants_earlier
 from helpers.errors import StructuredOutputError
 from helpers.knowledge.retrieval import title_key
 from helpers.models.llm import LLM
 from helpers.prompts import PromptSet, as_prompt_set, fence, prompt_version, render
 from helpers.results import Hit, TraceStep, traced
 from helpers.strategies.answer import NOT_FOUND, read_short_answer
-from helpers.strategies.chain_hops import Hop, facts_text, found_answers, one_chain, step_subjects
+from helpers.strategies.chain_hops import Hop, facts_text, found_answers, one_chain, refuse_subject, step_subjects
 from helpers.strategies.reports import ASKS_FOR, answer_field
 
 
@@ -91,11 +90,7 @@ def answer_last_link(llm: LLM, asked: str, hops: list[Hop], about: list[str],
     answers) on the last step's best passages; "not found" when it names what the step is about."""
     short, _, entry = read_short_answer(llm, asked, hops[-1].hits[:3], 3, prompts=prompts)
     entry.notes.insert(0, "the last step's read found nothing: its question read again by the answer step")
-    answer = short.answer
-    if names_one_of(answer, about):
-        entry.notes.append(f"{answer!r} is what the step asks about, not its answer: counted as not found")
-        answer = NOT_FOUND
-    return answer, entry
+    return refuse_subject(short.answer, about, entry), entry
 
 
 def final_answer(llm: LLM, question: str, steps: list[str], names: list[str], hops: list[Hop],

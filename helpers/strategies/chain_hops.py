@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from helpers.answer_text import answer_choices, names_a_date, only_a_date
-from helpers.results import Hit
+from helpers.answer_text import answer_choices, names_a_date, names_one_of, only_a_date
+from helpers.results import Hit, TraceStep
 from helpers.strategies.answer import NOT_FOUND
 
 REFERENCE = re.compile(r"#(\d+)")  # "#2" in a planned step: the answer of step 2
@@ -101,6 +101,15 @@ def read_about(hop: Hop, names: list[str], hops: list[Hop]) -> list[str]:
     question's names its filled-in query mentions."""
     return list(dict.fromkeys(step_entities(hop.step, names, hops)
                               + [n for n in names if n.lower() in hop.query.lower()]))
+
+
+def refuse_subject(answer: str, about: list[str], entry: TraceStep) -> str:
+    """``answer``, or "not found" (noted in ``entry``) when it names what the step is ``about``:
+    the subject of a step is never its answer."""
+    if answer and names_one_of(answer, list(about)):
+        entry.notes.append(f"{answer!r} is what the step asks about, not its answer: counted as not found")
+        return NOT_FOUND
+    return answer
 
 
 def is_bridge(number: int, steps: list[str]) -> bool:
