@@ -14,7 +14,8 @@ from helpers.knowledge.retrieval import matching_titles, names_in
 from helpers.models.llm import LLM, Budget
 from helpers.results import Hit
 from helpers.strategies.chain import mirror_steps, run_chain
-from helpers.strategies.chain_hops import Hop, fill_references, fits_kind, is_bridge, wanted_kind
+from helpers.strategies.chain_hops import (Hop, asked_role, fill_references, fits_kind, is_bridge, role_unsaid,
+                                           wanted_kind)
 from helpers.strategies.evidence import EvidenceLog
 from helpers.strategies.naive import run_naive
 from helpers.strategies.relations import find_relation, relation_plan, simple_relation
@@ -158,6 +159,11 @@ def test_the_chain_plans_a_relation_without_a_call_and_reads_passages_when_the_l
     assert question in backend.calls_for("answer")[1]["messages"][0]["content"]
     assert result.steps("answer")[1].notes[0].startswith("the facts gave no answer: read from")
     assert result.short_answer == "Springfield"
+    link = {**script["answer"], "answer": "Abe Simpson"}                # the whole question read: a link of it
+    result, _ = chain_run(simpsons_kb, dict(script, answer=Seq({**link, "answer": "not found"}, link)),
+                          question=question)
+    assert "is what the step asks about" in result.steps("answer")[1].notes[-1]
+    assert result.short_answer == "not found"                          # the end of a chain is none of its links
     script["read"] = {"answer": "Homer J. Simpson"}
     script["reread"] = {"answer": "Homer Simpson"}
     result, backend = chain_run(simpsons_kb, script, question=question)
@@ -245,11 +251,21 @@ def test_a_yes_no_question_is_answered_yes_or_no_and_a_read_does_not_repeat_its_
 
 
 def test_a_comparison_plan_that_stops_after_the_first_name_is_repeated_for_the_others():
+    question = "Whose director was born first, Film A or Film B?"
     steps = ["Who directed Film A?", "When was #1 born?"]
-    assert mirror_steps(steps, ["Film A", "Film B"]) == [*steps, "Who directed Film B?", "When was #3 born?"]
-    assert mirror_steps(steps, ["Film A"]) == steps                                  # nothing compared
+    assert mirror_steps(question, steps, ["Film A", "Film B"]) == [*steps, "Who directed Film B?",
+                                                                   "When was #3 born?"]
+    assert mirror_steps(question, steps, ["Film A"]) == steps                        # nothing compared
     both = ["Who directed Film A?", "Who directed Film B?"]
-    assert mirror_steps(both, ["Film A", "Film B"]) == both                          # both named already
+    assert mirror_steps(question, both, ["Film A", "Film B"]) == both                # both named already
+
+
+def test_a_question_that_compares_nothing_is_not_mirrored():
+    """Two "names" of a question that offers no options are two spellings of one thing: repeating
+    the chain for the second spelling would end the chain on a step about nothing."""
+    question = "Who is the father of the director of film Summer Skin (Film)?"
+    steps = ["Who is the director of film Summer Skin?", "Who is the father of #1?"]
+    assert mirror_steps(question, steps, ["Summer Skin (Film)", "director of film Summer Skin"]) == steps
 
 
 def test_titles_match_whatever_their_case_accents_and_qualifier():
@@ -347,6 +363,35 @@ def test_real_model_follows_a_hop(small_config, small_backend, tmp_path):
         chain_recall.append(recall_at_k(retrieved_keys(chained, "title"), question.gold, 10))
         naive_recall.append(recall_at_k(retrieved_keys(naive, "title"), question.gold, 10))
     assert sum(chain_recall) >= sum(naive_recall)
+
+
+def test_a_name_no_sentence_gives_the_role_asked_is_asked_once_more_and_the_second_reply_kept(simpsons_kb):
+    question = "Who composed the score of The Simpsons Movie?"
+    script = {"plan": {"names": ["The Simpsons Movie"], "steps": ["Who is the composer of The Simpsons Movie?"]},
+              "read": {"answer": "David Silverman"}, "reread": {"answer": "Hans Zimmer"},
+              "answer": {"asks_for": "a person", "answer": "Hans Zimmer"}}
+    result, backend = chain_run(simpsons_kb, script, question=question)
+    assert backend.steps() == ["plan", "read", "reread", "answer"]     # the director, asked for the composer
+    assert "is not the composer" in backend.calls_for("reread")[0]["messages"][-1]["content"]
+    assert "speaks of the composer" in result.steps("read")[0].notes[-1]
+    assert result.steps("read")[0].parsed == "Hans Zimmer"
+    assert "-> Hans Zimmer" in backend.calls_for("answer")[0]["messages"][0]["content"]
+    script["read"] = {"answer": "Hans Zimmer"}                          # named where the score is: no call
+    result, backend = chain_run(simpsons_kb, script, question=question)
+    assert backend.steps() == ["plan", "read", "answer"] and result.steps("read")[0].parsed == "Hans Zimmer"
+
+
+def test_a_role_is_read_from_a_steps_first_words_and_judged_by_the_sentences_that_name_the_answer():
+    assert asked_role("Who is the composer of Film X?")[0] == "the composer"
+    assert asked_role("Who composed the film X?")[0] == "the composer"
+    assert asked_role("Who directed Film X?")[0] == "the director" and asked_role("Who is the father of #1?") is None
+    words = asked_role("Who is the composer of Film X?")[1]
+    text = ("Film X is a 1951 drama directed by Ann Lee and produced by Bo Ek. "
+            "The music score was by Hans J. Salter.\n\nAnother page about Cy Orr.")
+    assert role_unsaid("Ann Lee", words, text) and role_unsaid("Bo Ek", words, text)
+    assert not role_unsaid("Hans J. Salter", words, text)              # an initial ends no sentence
+    assert not role_unsaid("Cy Orr", words + ("page",), text) and not role_unsaid("Di Fox", words, text)
+    assert not role_unsaid("Ann Lee", words, "Film X is a drama directed by Ann Lee.")  # no word of the role
 
 
 def test_what_a_step_asks_for_is_read_from_its_first_words():

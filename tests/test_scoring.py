@@ -74,6 +74,7 @@ def test_rows_saved_before_em_was_recorded_are_rescored_and_summarised_per_type(
     ("No [1][3]", "Did the two directors share a nationality?", "no"),
     ('"20 March 851".', "When did Lothair II's mother die?", "20 March 851"),
     ("Yesterday's Enterprise", "Which episode came first?", "Yesterday's Enterprise"),
+    ("Yes.", "Why did Katherine Mansfield die?", "not found"),               # asks neither yes nor no
 ])
 def test_tidy_answer(answer, question, tidied):
     assert tidy_answer(answer, question) == tidied

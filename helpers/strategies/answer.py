@@ -49,7 +49,8 @@ def tidy_answer(answer: str, question: str, facts: str = "", sources: Sequence[s
     question whose answer starts with one; for an "A or B" question, the option the answer names
     (exactly one), as the question writes it, or else the one option that ``facts`` name in the
     sentence that holds the answer (asked which film's director died first, a small model often
-    answers with the director); a date written as the ``sources`` (passage texts) write it."""
+    answers with the director); a date written as the ``sources`` (passage texts) write it.  A bare
+    "yes" or "no" to a question that asks neither ("Why did Ann die?") is no answer: "not found"."""
     text = " ".join(CITATION.sub("", answer).split()).strip(" .;:,*\"'`")
     if not text:
         return text
@@ -58,6 +59,8 @@ def tidy_answer(answer: str, question: str, facts: str = "", sources: Sequence[s
         first = normalise(text).split()[:1]
         if first in (["yes"], ["no"]):
             return first[0]
+    elif normalise(text) in ("yes", "no"):
+        return NOT_FOUND
     options = question_options(question)
     named = _options_named(text, options)
     if len(named) == 1:

@@ -52,9 +52,9 @@ from helpers.prompts import PromptSet, as_prompt_set, fence, prompt_version, ren
 from helpers.results import Hit, Result, TraceStep, hit_summary, traced
 from helpers.strategies.answer import NOT_FOUND, tidy_answer
 from helpers.strategies.chain_answer import final_answer
-from helpers.strategies.chain_hops import (REFERENCE, Hop, facts_text, fill_references, fits_kind, found_answers,
-                                           is_bridge, missing_link, one_chain, read_about, refuse_subject,
-                                           step_entities, wanted_kind)
+from helpers.strategies.chain_hops import (REFERENCE, Hop, asked_role, facts_text, fill_references, fits_kind,
+                                           found_answers, is_bridge, missing_link, one_chain, read_about,
+                                           refuse_subject, role_unsaid, step_entities, wanted_kind)
 from helpers.strategies.evidence import EvidenceLog
 from helpers.strategies.relations import Family, relation_plan, relative_in, simple_relation
 
@@ -92,7 +92,7 @@ def plan_steps(llm: LLM, question: str, max_steps: int = 4,
         except StructuredOutputError as exc:
             entry.raw, names, steps = exc.raw_replies[-1] if exc.raw_replies else "", [], []
             entry.notes.append(f"no valid plan ({exc.last_error})")
-        mirrored = mirror_steps(steps, names)
+        mirrored = mirror_steps(question, steps, names)
         if mirrored != steps:
             entry.notes.append(f"the steps named only {_named(steps, names)[0]!r} of the {len(names)} names "
                                "compared: repeated them for the others")
@@ -111,12 +111,14 @@ def _named(steps: list[str], names: list[str]) -> list[str]:
     return [n for n in names if any(n.lower() in s.lower() for s in steps)]
 
 
-def mirror_steps(steps: list[str], names: list[str]) -> list[str]:
-    """A comparison asks the same chain of each thing it names.  When the question names
-    several things but the steps mention only one of them (small models often stop after
-    the first), the steps are repeated for each other name, references renumbered."""
+def mirror_steps(question: str, steps: list[str], names: list[str]) -> list[str]:
+    """A comparison asks the same chain of each thing it names.  When the question compares (it
+    offers options or asks yes or no, ``answer_choices``) and names several things but the steps
+    mention only one of them (small models often stop after the first), the steps are repeated for
+    each other name, references renumbered.  A question that compares nothing is left as planned:
+    its "names" are then often two spellings of one thing ("Film X (Film)", "director of film X")."""
     named = _named(steps, names)
-    if len(names) < 2 or len(named) != 1:
+    if len(names) < 2 or len(named) != 1 or not answer_choices(question):
         return steps
     first = re.compile(re.escape(named[0]), re.IGNORECASE)
     mirrored = list(steps)
@@ -137,7 +139,9 @@ def read_answer(llm: LLM, hop: Hop, passages: int = 3, passage_chars: int = 600,
     about her) gives what the sentence says after her name (``said_about``); with nothing there, it
     is sent back once (``chain_reread``).  A reply of the wrong kind (a date, asked where or who;
     no date, asked when: ``fits_kind``) is sent back once too (``chain_rekind``).  A second reply
-    that still names her, or is still of the wrong kind, counts as not found.  A passage longer
+    that still names her, or is still of the wrong kind, counts as not found.  Asked for a role
+    (the composer), a name that no sentence speaking of that role names (the director, written
+    beside "music by ...": ``role_unsaid``) is sent back once, and the second reply is kept.  A passage longer
     than ``passage_chars`` shows its first sentence and the sentences closest to the step
     (``best_part``, with an ``embedder``; else its first ``passage_chars``)."""
     prompts = as_prompt_set(prompts)
@@ -164,6 +168,10 @@ def read_answer(llm: LLM, hop: Hop, passages: int = 3, passage_chars: int = 600,
             elif not fits_kind(answer, wanted) and llm.has_room(calls=2):
                 entry.notes.append(f"{answer!r} is not {wanted}, what the step asks for: asked once more")
                 answer = _ask_again(llm, entry, prompts, "chain_rekind", hop.query, said=answer, wanted=wanted)
+            elif (role := asked_role(hop.query)) and role_unsaid(answer, role[1], text) and llm.has_room(calls=2):
+                entry.notes.append(f"no sentence that names {answer!r} speaks of {role[0]}, what the step asks "
+                                   "for: asked once more")
+                answer = _ask_again(llm, entry, prompts, "chain_rekind", hop.query, said=answer, wanted=role[0])
             answer = refuse_subject(answer, about, entry)
             if not fits_kind(answer, wanted):  # "not found" fits every kind
                 entry.notes.append(f"{answer!r} is not {wanted}: counted as not found")

@@ -100,7 +100,9 @@ def final_answer(llm: LLM, question: str, steps: list[str], names: list[str], ho
     which-came-first question (``compared_by_dates``), else one call on the facts
     (``answer_from_facts``).  When one chain's last step alone found nothing, its question is read
     again by the answer step (``answer_last_link``).  When the facts still give nothing, the
-    passages are read for the whole question (``answer_from_passages``)."""
+    passages are read for the whole question (``answer_from_passages``); for one chain of steps, a
+    reply that names the question's names or an earlier step's answer (asked for the director's
+    child, the director) counts as not found."""
     prompts = as_prompt_set(prompts)
     if (last := chained_answer(question, steps, hops)) is not None:
         return last, [TraceStep("answer", len(hops), parsed=last, notes=[
@@ -109,8 +111,8 @@ def final_answer(llm: LLM, question: str, steps: list[str], names: list[str], ho
         return option, [TraceStep("answer", len(hops), parsed=option, notes=[
             "the dates the steps found decide the comparison (no call)"])]
     entries = []
+    about = list(dict.fromkeys([*names, *(hop.answer for hop in hops[:-1] if hop.answered)]))
     if (asked := last_link_question(question, steps, hops)) is not None and llm.has_room(calls=2):
-        about = list(dict.fromkeys([*names, *(hop.answer for hop in hops[:-1])]))
         answer, entry = answer_last_link(llm, asked, hops, about, prompts)
         entries.append(entry)
         if NOT_FOUND not in answer.lower():
@@ -121,4 +123,6 @@ def final_answer(llm: LLM, question: str, steps: list[str], names: list[str], ho
         if NOT_FOUND not in answer.lower():
             return answer, entries
     answer, entry = answer_from_passages(llm, question, hops, list(question_hits), prompts)
+    if one_chain(question, steps):  # the end of a chain is none of its links
+        answer = refuse_subject(answer, about, entry)
     return answer, entries + [entry]

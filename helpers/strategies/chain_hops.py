@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from helpers.answer_text import answer_choices, names_a_date, names_one_of, only_a_date
+from helpers.answer_text import answer_choices, names_a_date, names_one_of, normalise, only_a_date, without_accents
 from helpers.results import Hit, TraceStep
 from helpers.strategies.answer import NOT_FOUND
 
@@ -14,6 +14,20 @@ _ASKS_WHO = re.compile(r"\s*who(m)?\b", re.IGNORECASE)
 _ASKS_PLACE = re.compile(r"\s*(where\b|(in |at |from )?(which|what) (city|town|country|place|state|region)\b|"
                          r"what is the place\b)", re.IGNORECASE)
 _ASKS_DATE = re.compile(r"\s*(when\b|(in )?(what|which) year\b|what is the date\b|on what date\b)", re.IGNORECASE)
+_ASKS_ROLE = re.compile(r"\s*who\s+(?:is|was|are|were)\s+the\s+(\w+)\s+of\b|\s*who\s+(\w+)\b", re.IGNORECASE)
+# a role a step may ask for ("Who is the composer of ...?", "Who directed ...?"), by the start of the word the
+# step uses: what the role is called, and the word starts a passage uses for it ("music by", "directed by")
+ROLES = {"compos": ("the composer", ("compos", "music", "score")),
+         "direct": ("the director", ("direct",)),
+         "perform": ("the performer", ("perform", "sing", "sang", "sung", "record")),
+         "sing": ("the singer", ("perform", "sing", "sang", "sung", "record")),
+         "sang": ("the singer", ("perform", "sing", "sang", "sung", "record")),
+         "produc": ("the producer", ("produc",)),
+         "writ": ("the writer", ("writ", "wrote", "author", "screenplay")),
+         "wrote": ("the writer", ("writ", "wrote", "author", "screenplay")),
+         "found": ("the founder", ("found",)),
+         "publish": ("the publisher", ("publish",))}
+_SENTENCE_END = re.compile(r"(?<=[a-z0-9)\"”][.!?])\s+|\n+")  # not after an initial ("Hans J. Salter")
 
 
 @dataclass
@@ -64,6 +78,26 @@ def fits_kind(answer: str, kind: str) -> bool:
     if kind in ("a person", "a place"):
         return not only_a_date(answer)
     return kind != "a date" or names_a_date(answer)
+
+
+def asked_role(step: str) -> tuple[str, tuple[str, ...]] | None:
+    """The role a step asks for by its first words ("Who is the composer of X?", "Who directed X?"):
+    its name ("the composer") and the word starts passages use for it; None for any other step."""
+    match = _ASKS_ROLE.match(step)
+    word = (match.group(1) or match.group(2)).lower() if match else ""
+    return next((role for start, role in ROLES.items() if word.startswith(start)), None)
+
+
+def role_unsaid(answer: str, words: tuple[str, ...], text: str) -> bool:
+    """True when the passages ``text`` speak of the role (a sentence holds one of its ``words``) but
+    no sentence that names ``answer`` does: asked for a film's composer, a small model often gives
+    the director the same page names ("directed by Douglas Sirk ... music by Hans J. Salter").
+    False when no sentence names the answer: then the passages cannot judge it."""
+    sentences = [normalise(without_accents(s)) for s in _SENTENCE_END.split(text)]
+    said = normalise(without_accents(answer))
+    naming = [s for s in sentences if said and f" {said} " in f" {s} "]
+    speaks = [s for s in sentences if any(w in s for w in words)]
+    return bool(naming) and bool(speaks) and not set(naming) & set(speaks)
 
 
 def fill_references(step: str, hops: list[Hop]) -> str:
