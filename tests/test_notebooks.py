@@ -29,7 +29,7 @@ from helpers.lab.notebooks import (DB_DIR_ENV, NOTEBOOK_DIR, PROMPTS_ENV, check_
                                    lab_prompts, milvus_path, notebook_config, notebook_paths, prompts_file,
                                    renumber_citations, save_prompt)
 from helpers.models.llama_server import wait_for_url
-from helpers.prompts import get_prompt, prompt_version
+from helpers.prompts import get_prompt, prompt_names, prompt_version
 
 EXPECTED = [
     "00_setup_and_first_call", "01_knowledge_base", "02_decomposition", "03_routing",
@@ -113,6 +113,21 @@ def stated_fast_minutes(path: Path) -> tuple[float, float]:
 def test_every_notebook_states_its_fast_mode_cost(path):
     low, high = stated_fast_minutes(path)
     assert 0 < low <= high < 30
+
+
+def test_every_prompt_has_an_editor_in_a_notebook():
+    """Each shipped prompt is listed by a notebook's prompt browser or opened by its prompt editor (notebook 08
+    browses every agent prompt by prefix), so a learner can edit it where its step is taught."""
+    names, found = set(prompt_names()), set()
+    for path in NOTEBOOKS:
+        code = "\n".join(cell.source for cell in _code_cells(_read(path)))
+        for listed in re.findall(r"prompt_browser\(\[(.*?)\]", code, re.DOTALL):
+            found |= set(re.findall(r'"([a-z_]+)"', listed))
+        for call in re.findall(r"prompt_editor\((.*)", code):
+            found |= set(re.findall(r'(?:name=|get_prompt\()"([a-z_]+)"', call))
+        if 'prompt_names() if name.startswith("agent_")' in code:
+            found |= {name for name in names if name.startswith("agent_")}
+    assert not names - found, f"prompts no notebook lets a learner edit: {sorted(names - found)}"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=EXPECTED)

@@ -17,16 +17,11 @@ _ASKS_DATE = re.compile(r"\s*(when\b|(in )?(what|which) year\b|what is the date\
 _ASKS_ROLE = re.compile(r"\s*who\s+(?:is|was|are|were)\s+the\s+(\w+)\s+of\b|\s*who\s+(\w+)\b", re.IGNORECASE)
 # a role a step may ask for ("Who is the composer of ...?", "Who directed ...?"), by the start of the word the
 # step uses: what the role is called, and the word starts a passage uses for it ("music by", "directed by")
-ROLES = {"compos": ("the composer", ("compos", "music", "score")),
-         "direct": ("the director", ("direct",)),
-         "perform": ("the performer", ("perform", "sing", "sang", "sung", "record")),
-         "sing": ("the singer", ("perform", "sing", "sang", "sung", "record")),
-         "sang": ("the singer", ("perform", "sing", "sang", "sung", "record")),
-         "produc": ("the producer", ("produc",)),
-         "writ": ("the writer", ("writ", "wrote", "author", "screenplay")),
-         "wrote": ("the writer", ("writ", "wrote", "author", "screenplay")),
-         "found": ("the founder", ("found",)),
-         "publish": ("the publisher", ("publish",))}
+_SINGING, _WRITING = ("perform", "sing", "sang", "sung", "record"), ("writ", "wrote", "author", "screenplay")
+ROLES = {"compos": ("the composer", ("compos", "music", "score")), "direct": ("the director", ("direct",)),
+         "perform": ("the performer", _SINGING), "sing": ("the singer", _SINGING), "sang": ("the singer", _SINGING),
+         "produc": ("the producer", ("produc",)), "writ": ("the writer", _WRITING), "wrote": ("the writer", _WRITING),
+         "found": ("the founder", ("found",)), "publish": ("the publisher", ("publish",))}
 _SENTENCE_END = re.compile(r"(?<=[a-z0-9)\"”][.!?])\s+|\n+")  # not after an initial ("Hans J. Salter")
 
 
