@@ -273,6 +273,8 @@ def _ab(args: argparse.Namespace) -> None:
           f"{len(report.pairs())} questions)")
     for line in report.table():
         print("  " + ", ".join(f"{key}: {value}" for key, value in line.items()))
+    print("  (B runs second: the prompt cache holds the model's state for every prompt it shares with A, so its "
+          "seconds read low; compare cost by calls and tokens)")
     print(f"\nanswers that changed ({len(report.changed())}):")
     for line in report.changed():
         print(f"  [{line['type']}] {line['question']} gold {line['gold']!r}: {line['answer A']!r} -> "
