@@ -15,7 +15,7 @@ from helpers.config import PROJECT_ROOT, load_config
 from helpers.errors import EmbeddingMismatchError
 from helpers.knowledge.embeddings import Embedder, get_embedder
 from helpers.knowledge.ingest import ingest, ingest_manifest
-from helpers.knowledge.retrieval import search_collections
+from helpers.knowledge.retrieval import best_part, query_beside_title, search_collections
 from helpers.knowledge.vectorstore import MilvusStore, open_store
 
 DATA = PROJECT_ROOT / "data"
@@ -186,3 +186,14 @@ def test_an_edited_file_replaces_its_old_chunks(tmp_path, kb):
         store.close()
     assert first.chunks_added == second.chunks_added == second.chunks_removed == 1
     assert len(texts) == 1 and "8H" in texts[0]
+
+
+def test_a_long_page_shows_the_sentence_a_step_asks_for():
+    """The page's own name is in every sentence; what picks the sentences shown is the rest of the step."""
+    assert query_beside_title("Where was Nicki Minaj born?", "Nicki Minaj") == "Where was born?"
+    assert query_beside_title("Nicki Minaj", "Nicki Minaj") == "Nicki Minaj"
+    page = next(p for p in json.loads((DATA / "2wiki" / "corpus.json").read_text()) if p["title"] == "Nicki Minaj")
+    embedder = get_embedder(load_config().embedding)
+    shown = best_part(page["text"], "Where was Nicki Minaj born?", 600, embedder, title="Nicki Minaj")
+    assert len(shown) <= 620 and shown.startswith(page["text"].split(". ")[0])
+    assert "Born in Saint James, Port of Spain" in shown

@@ -231,11 +231,22 @@ def fit_chunks(llm: LLM, hits: list[Hit], fixed_prompt: str, reserve: int,
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 
 
-def best_part(text: str, query: str, chars: int, embedder: Embedder | None = None) -> str:
+def query_beside_title(query: str, title: str) -> str:
+    """``query`` without the words of a page's ``title`` ("Where was Ann Lee born?" on the page "Ann
+    Lee": "Where was born?").  Every sentence of a page speaks of its subject, so its name draws the
+    query toward whichever sentences name it most ("Lee's third album ...") and away from the one that
+    holds the fact ("Born in Leeds, she ...").  The query itself when fewer than two words are left."""
+    words = {w.lower() for w in re.findall(r"\w+", title)}
+    rest = [w for w in re.findall(r"[\w'-]+|[?]", query) if w.lower() not in words]
+    return " ".join(rest).replace(" ?", "?") if sum(w != "?" for w in rest) >= 2 else query
+
+
+def best_part(text: str, query: str, chars: int, embedder: Embedder | None = None, title: str = "") -> str:
     """``text`` in at most about ``chars`` characters.  A longer text keeps its first sentence (what
     the page is about), then the sentences closest in meaning to ``query`` that still fit, in the
     text's order, with "…" where sentences were left out: on a long page the fact a step asks for
-    ("where did she die?") is often far below the first ``chars`` characters.  Without an
+    ("where did she die?") is often far below the first ``chars`` characters.  Closeness is measured
+    to the query without the words of the page's ``title`` (``query_beside_title``).  Without an
     ``embedder``, or with fewer than three sentences, the text is simply cut."""
     sentences = _SENTENCE_END.split(text.strip())
     if len(text) <= chars or embedder is None or len(sentences) < 3:
@@ -243,7 +254,7 @@ def best_part(text: str, query: str, chars: int, embedder: Embedder | None = Non
     first, rest = sentences[0], sentences[1:]
     if len(first) >= chars:
         return text[:chars]
-    closeness = embedder.embed(rest) @ np.asarray(embedder.embed_query(query))
+    closeness = embedder.embed(rest) @ np.asarray(embedder.embed_query(query_beside_title(query, title)))
     kept, used = set(), len(first)
     for i in sorted(range(len(rest)), key=lambda i: -closeness[i]):
         if used + len(rest[i]) + 2 <= chars:

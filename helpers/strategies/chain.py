@@ -206,7 +206,7 @@ def read_step(llm: LLM, hop: Hop, number: int, settings: ChainConfig, prompts: P
 def passages_text(hits: list[Hit], query: str, passage_chars: int, embedder: Embedder | None) -> str:
     """Numbered passages for a read prompt: each hit's title and the part of its text that best
     matches ``query`` (``best_part``)."""
-    return "\n\n".join(f"[{n}] {hit.title}\n{fence(best_part(hit.text, query, passage_chars, embedder))}"
+    return "\n\n".join(f"[{n}] {hit.title}\n{fence(best_part(hit.text, query, passage_chars, embedder, hit.title))}"
                        for n, hit in enumerate(hits, start=1))
 
 
