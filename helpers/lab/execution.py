@@ -9,6 +9,7 @@ import html
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -205,7 +206,8 @@ def render_notebooks(out_dir: str | Path, *, fast: bool, timeout: int = 900,
     (``cells_hash``; kept in ``index.json``).  So a slow
     machine can render the series in parts, and an interrupted render keeps the pages it finished.
     The stored notebooks stay without outputs; this folder is what a learner reads without running
-    anything."""
+    anything.  Each notebook first loses the rows an earlier run of it saved (``outputs/notebooks/NAME``,
+    which notebooks 09 and 10 resume from), so a page shows one run of its stamped commit."""
     import nbformat
     from nbconvert import HTMLExporter
 
@@ -217,6 +219,7 @@ def render_notebooks(out_dir: str | Path, *, fast: bool, timeout: int = 900,
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         for path in list(paths) if paths is not None else notebook_paths():
+            shutil.rmtree(DEFAULT_OUT / Path(path).stem, ignore_errors=True)
             run = execute_notebooks([path], out_dir=tmp, timeout=timeout, fast=fast, html_export=False,
                                     count_calls=True)[0]
             body, _ = exporter.from_notebook_node(nbformat.read(run.executed, as_version=4))
