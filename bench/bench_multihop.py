@@ -22,6 +22,7 @@ from common import BENCH_OUT, add_settings_argument, bench_config, more_same_les
 
 from helpers.evaluation.harness import (BENCHMARKS, load_questions, prepare_corpus, read_rows, run_evaluation,
                                         sample_by_type)
+from helpers.evaluation.specs import parse_strategy
 from helpers.evaluation.summary import answer_table, miss_table
 from helpers.models.backend import cpu_name
 
@@ -58,14 +59,15 @@ def answer_goal_lines(summary: dict) -> list[str]:
     """Issue 41's answer goals for the chain and the agent, beside the oracle reader's ceiling."""
     naive, lines = summary["naive"], []
     for spec, entry in summary.items():
-        if spec.startswith("chain"):
+        name = parse_strategy(spec)[1]
+        if name == "chain":
             types = {kind: e["em"] for kind, e in entry["by_type"].items()}
             ratio = entry["seconds"] / max(naive["seconds"], 1e-9)
             ok = entry["em"] >= 0.40 and entry["f1"] >= 0.50 and min(types.values()) >= 0.25 and ratio <= 2.5
             lines.append(f"{spec}: EM {entry['em']:.3f}, F1 {entry['f1']:.3f} (goal >= 0.40 / 0.50), lowest type EM "
                          f"{min(types.values()):.2f} (goal >= 0.25), {ratio:.1f}x naive (goal <= 2.5x): "
                          f"{'met' if ok else 'NOT met'}")
-        if spec.startswith("deepsearch"):
+        if name == "deepsearch":
             lines.append(f"{spec}: EM {entry['em']:.3f} (goal >= 0.30: {'met' if entry['em'] >= 0.30 else 'NOT met'})")
     if "oracle" in summary:
         lines.append(f"oracle reader (gold paragraphs): EM {summary['oracle']['em']:.3f}, F1 {summary['oracle']['f1']:.3f}"

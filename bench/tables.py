@@ -4,7 +4,9 @@
 Every ``results.jsonl`` found there becomes one section: per strategy the questions, Recall@2/5,
 EM, F1 and containment (rows saved before EM/F1 were recorded are scored from their answer, as
 ``summarise`` does), calls and seconds per question; then EM / F1 per question type; and where
-the rows say so, the commit, date, CPU and model they were measured with.
+the rows say so, the commit, date, CPU and model they were measured with. Every ``floor.jsonl``
+(``bench/bench_floor.py``) becomes a speed section: the model's raw speeds, then each run's wall
+time beside its floor (its tokens at those raw speeds).
 
 Usage: python bench/tables.py [--out docs/benchmarks.md] [--check]
        (--check: exit 1 when the file on disk differs from what the rows give)
@@ -32,6 +34,10 @@ share, given the gold paragraphs: their ceiling with perfect retrieval on that m
 hop by hop, one simple question at a time, and can score above it. Rows saved before EM/F1 were
 recorded are scored from their answer text, and their machine is not recorded in them. One question
 moves a mean over N questions by 1/N.
+
+The speed sections at the end come from `bench/bench_floor.py`: a run's floor is its prompt and
+generated tokens at the model's raw speeds measured on the same machine in the same run, so a
+wall / floor below 1 means llama.cpp reused shared prompt prefixes that the floor counts again.
 """
 
 
@@ -70,10 +76,29 @@ def section(path: Path) -> list[str]:
     return lines + [""]
 
 
+FLOOR_COLUMNS = ["wall s", "model s", "outside model s", "calls", "prompt tok", "completion tok", "floor s",
+                 "wall / floor"]
+
+
+def floor_section(path: Path) -> list[str]:
+    """The speed table of one ``floor.jsonl``: raw speeds, then each run against its floor."""
+    rows = read_rows(path)
+    lines = [f"## `{path.parent.relative_to(RESULTS)}` (speed)", "", _provenance(rows), ""]
+    for speed in (r for r in rows if r["run"] == "raw speed"):
+        lines += [f"raw speed: {speed['prompt tok/s']:.1f} prompt tok/s, {speed['generated tok/s']:.1f} generated "
+                  f"tok/s, {speed['threads']} threads", ""]
+    runs = [r for r in rows if r["run"] != "raw speed"]
+    lines += _markdown([[r["run"], *(_cell(r.get(key), 2) for key in FLOOR_COLUMNS), r.get("error") or ""]
+                        for r in runs], ["run", *FLOOR_COLUMNS, "error"])
+    return lines + [""]
+
+
 def render() -> str:
     lines = HEADER.splitlines() + [""]
     for path in sorted(RESULTS.rglob("results.jsonl")):
         lines += section(path)
+    for path in sorted(RESULTS.rglob("floor.jsonl")):
+        lines += floor_section(path)
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -33,7 +33,7 @@ READ = {"asks_for": "a person", "facts": "Hester Lindqvist is the mayor of Marro
 NEEDS_THE_MODEL = {
     "bench_model_layer": "raw llama-cpp-python speed and structured output of the real GGUF models",
     "bench_floor": "the real model's prompt and generation speed on this CPU",
-    "bench_prompt_lookup": "llama-cpp-python's prompt-lookup decoding against plain decoding",
+    "bench_prompt_lookup": "llama-cpp-python's speculative decoding (prompt lookup, the 0.5B drafting) against plain decoding",
     "bench_vs_deepsearcher": "the original DeepSearcher in its own virtual environment",
 }
 
@@ -120,6 +120,14 @@ def test_the_multihop_bench_then_its_source_extracts_on_two_questions(scripted, 
     named_pages.main()
     printed = capsys.readouterr().out
     assert printed.startswith("2 questions") and "named pages first" in printed
+
+
+def test_the_answer_goals_name_the_agent_and_the_chain_only(monkeypatch):
+    goals = load("bench_multihop", monkeypatch).answer_goal_lines
+    entry = {"em": 0.31, "f1": 0.4, "seconds": 2.0, "by_type": {"comparison": {"em": 0.31}}}
+    lines = goals({spec: entry for spec in ("naive", "deepsearcher:1", "deepsearch", "chain/hybrid")})
+    assert [line.split(":")[0] for line in lines] == ["deepsearch", "chain/hybrid"]  # the pipeline has no EM goal
+    assert "EM 0.310 (goal >= 0.30: met)" in lines[0] and lines[1].endswith("NOT met")  # chain EM below 0.40
 
 
 def test_the_evaluation_bench_on_two_questions(scripted, tmp_path, monkeypatch, capsys):
