@@ -19,8 +19,10 @@ CACHE_ROOT=${DEEPSEARCH_CACHE:-$HOME/.cache/deepsearch-lab}
 cpu_flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
 has() { [[ $cpu_flags == *" $1 "* ]]; }
 
+# The multimodal library (mtmd: images and audio) is left out: the lab's models read text only,
+# and llama_cpp imports it only for multimodal chat handlers.  That shortens the one build.
 # /proc/cpuinfo flag -> ggml CMake option
-cmake_args=(-DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF)
+cmake_args=(-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF)
 for pair in sse4_2:SSE42 avx:AVX avx2:AVX2 fma:FMA f16c:F16C bmi2:BMI2 avx_vnni:AVX_VNNI \
             avx512f:AVX512 avx512_vnni:AVX512_VNNI avx512vbmi:AVX512_VBMI avx512_bf16:AVX512_BF16; do
   flag=${pair%%:*} option=${pair##*:}
@@ -43,7 +45,7 @@ fi
 
 if ! ls "$wheel_dir"/llama_cpp_python-*.whl >/dev/null 2>&1; then
   echo "Building llama-cpp-python $VERSION with: ${cmake_args[*]}"
-  echo "(once per machine; about 10 minutes on 2 cores)"
+  echo "(once per machine: about 2 minutes on 2 recent cores, 10 or more on older ones)"
   CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) CMAKE_ARGS="${cmake_args[*]}" \
     "$PYTHON" -m pip wheel --no-cache-dir --no-deps "llama-cpp-python==$VERSION" -w "$wheel_dir.tmp"
   mv "$wheel_dir.tmp"/llama_cpp_python-*.whl "$wheel_dir"/ && rmdir "$wheel_dir.tmp"
