@@ -37,8 +37,8 @@ def goal_lines(summary: dict) -> list[str]:
     naive = summary.get("naive")
     if naive is None:
         return ["(run 'naive' in the same run to compare)"]
-    lines = []
-    agentic = {spec: e for spec, e in summary.items() if not spec.startswith(("naive", "oracle"))}
+    lines, names = [], {spec: parse_strategy(spec)[1] for spec in summary}
+    agentic = {spec: e for spec, e in summary.items() if names[spec] not in ("naive", "naive_titles", "oracle")}
     for spec, entry in agentic.items():
         ratio = entry["seconds"] / max(naive["seconds"], 1e-9)
         r2, r5 = entry["recall@2"], entry["recall@5"]
@@ -46,7 +46,7 @@ def goal_lines(summary: dict) -> list[str]:
         lines.append(f"{spec}: R@2 {r2:.3f} vs naive {naive['recall@2']:.3f}, R@5 {r5:.3f} vs {naive['recall@5']:.3f} "
                      f"({'>= naive: met' if ok else 'below naive: NOT met'}); time {ratio:.1f}x naive "
                      f"({'met' if ratio <= 4 else 'NOT met'}, goal <= 4x); {entry['calls']:.1f} calls"
-                     + (f" ({'met' if entry['calls'] <= 8 else 'NOT met'}, goal <= 8)" if spec.startswith("chain") else "")
+                     + (f" ({'met' if entry['calls'] <= 8 else 'NOT met'}, goal <= 8)" if names[spec] == "chain" else "")
                      + f"; failures {entry['failures']}")
     if agentic:
         best = max(agentic, key=lambda s: agentic[s]["recall@5"])
