@@ -184,8 +184,9 @@ def _demo(args: argparse.Namespace) -> None:
 
 
 def _eval_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--benchmark", choices=["2wiki"], help="a public benchmark shipped in data/ "
-                   "(2wiki: 6,119 Wikipedia paragraphs, 200 dev questions); replaces --corpus/--questions")
+    p.add_argument("--benchmark", choices=["2wiki", "varied"], help="a public benchmark shipped in data/ "
+                   "(2wiki: 6,119 Wikipedia paragraphs, 200 dev questions; varied: 60 questions of other "
+                   "shapes over the same paragraphs); replaces --corpus/--questions")
     p.add_argument("--corpus", default="data/collections.json",
                    help="a collections manifest or a JSON corpus of {title, text} paragraphs")
     p.add_argument("--questions", default="data/qa/simpsons_qa.jsonl")
@@ -250,7 +251,8 @@ def _ab_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompts", required=True, help="the edited prompts (B): a JSON file {name: text}, e.g. saved "
                                                     "by a notebook's prompt editor")
     p.add_argument("--strategy", default="chain", help="one strategy spec, as for eval (default chain)")
-    p.add_argument("--benchmark", choices=["2wiki"], default="2wiki", help="the question set (2wiki dev)")
+    p.add_argument("--benchmark", choices=["2wiki", "varied"], default="2wiki", 
+                   help="the question set (2wiki or varied dev)")
     p.add_argument("--limit", type=positive_int, default=20, help="N questions, each question type in turn")
     p.add_argument("--fast", action="store_true", help="the small model and small budgets")
     p.add_argument("--out", default="outputs/ab", help="where both runs' rows go (resumable)")

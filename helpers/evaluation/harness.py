@@ -107,16 +107,19 @@ def load_questions(path: str | Path) -> list[EvalQuestion]:
         else:
             gold, kind = list(dict.fromkeys(fact[0] for fact in row.get("supporting_facts", []))), "title"
         questions.append(EvalQuestion(str(row.get("id", row.get("_id", i))), row["question"], str(row["answer"]),
-                                      list(row.get("aliases", [])), list(gold), kind, row.get("type", "")))
+                                      list(row.get("aliases", row.get("answer_aliases", []))), list(gold), kind, row.get("type", "")))
     return questions
 
 
 QUESTION_TYPES = ["multi_hop", "single", "unanswerable", "multi_part",  # the order sample_by_type takes them in
-                  "compositional", "comparison", "bridge_comparison", "inference"]
+                  "compositional", "comparison", "bridge_comparison", "inference",
+                  "bridge", "three_hop", "temporal_arithmetic", "temporal_yes_no", "comparison_other", "open_lookup"]
 
 # public benchmarks shipped in data/ (name -> corpus, questions); see each folder's README for sources
 BENCHMARKS = {
     "2wiki": (PROJECT_ROOT / "data" / "2wiki" / "corpus.json", PROJECT_ROOT / "data" / "2wiki" / "dev.json"),
+    # 60 multi-hop questions of six other shapes over the same corpus (data/varied/README.md)
+    "varied": (PROJECT_ROOT / "data" / "2wiki" / "corpus.json", PROJECT_ROOT / "data" / "varied" / "varied_dev.json"),
 }
 
 
