@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Callable
 
-from helpers.config import FAST_OVERRIDES, PROJECT_ROOT, load_config
-from helpers.errors import DeepSearchLabError, InputError
+from helpers.config import FAST_OVERRIDES, PROJECT_ROOT, Config, check_question_fits, is_server_uri, load_config
+from helpers.errors import DeepSearchLabError, InputError, VectorStoreError
 from helpers.prompts import PromptSet
 
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable]] = {}
@@ -69,10 +70,17 @@ def _ingest_args(p: argparse.ArgumentParser) -> None:
 @command("ingest", "ingest sources into a described collection (default: the Simpsons knowledge base)",
          _ingest_args)
 def _ingest(args: argparse.Namespace) -> None:
-    from helpers.knowledge.ingest import ingest, ingest_manifest
+    from helpers.knowledge.ingest import MANIFEST, ingest, ingest_manifest, read_manifest
     config = load_config()
     if not args.sources:
-        reports = ingest_manifest(config, force=args.force, keep_removed=args.keep_removed)
+        known = [entry["name"] for entry in read_manifest()]
+        if args.description or (args.collection and args.collection not in known):
+            raise InputError(f"no sources given for --collection {args.collection or '(none)'}: name the files, "
+                             f"folders or URLs to ingest (`python -m helpers ingest docs/ --collection NAME "
+                             f"--description ...`); without sources only the collections of {MANIFEST.name} are "
+                             f"ingested ({', '.join(known)}), each with its own description")
+        reports = ingest_manifest(config, force=args.force, keep_removed=args.keep_removed,
+                                  only=[args.collection] if args.collection else None)
     else:
         if not args.collection:
             raise InputError("--collection is required when sources are given (and --description says what they hold)")
@@ -82,13 +90,35 @@ def _ingest(args: argparse.Namespace) -> None:
         print(report.summary())
 
 
+def knowledge_base(config: Config):
+    """The vector store of ``config`` and its collections; a database with none (or not created yet, which
+    is left uncreated) says to ingest first."""
+    from helpers.knowledge.vectorstore import check_local_path, open_store
+    uri = config.vector_db.uri
+    local = None if is_server_uri(uri) else config.resolve_path(uri)
+    if local is not None:
+        check_local_path(local)
+    store = open_store(config) if local is None or local.exists() else None
+    names = store.list_collections() if store else []
+    if not names:
+        raise InputError(f"the database {uri} holds no collection yet: run `python -m helpers ingest` first (the "
+                         "Simpsons knowledge base), or ingest your own sources with --collection")
+    return store, names
+
+
 @command("collections", "list collections with descriptions, counts and embedding model")
 def _collections(args: argparse.Namespace) -> None:
     from helpers.knowledge.vectorstore import open_store
-    infos = open_store(load_config()).describe_all()
-    if not infos:
+    store = open_store(load_config())
+    names = store.list_collections()
+    if not names:
         print("no collections yet: run `python -m helpers ingest`")
-    for info in infos:
+    for name in names:
+        try:
+            info = store.info(name)
+        except VectorStoreError as exc:  # a damaged collection: named, and the others are listed
+            print(f"{name:<24}error: {exc}")
+            continue
         print(f"{info.name:<24}{info.count:>6} chunks  {info.embedding_model} ({info.dimension}d)\n"
               f"    {info.description}")
 
@@ -104,12 +134,11 @@ def _search_args(p: argparse.ArgumentParser) -> None:
 @command("search", "search collections and print hits with scores and sources", _search_args)
 def _search(args: argparse.Namespace) -> None:
     from helpers.knowledge.embeddings import get_embedder
-    from helpers.knowledge.vectorstore import open_store
+    from helpers.strategies.registry import check_question
+    check_question(args.query)
     config = load_config()
-    store = open_store(config)
-    names = args.collection or store.list_collections()
-    if not names:
-        raise InputError("the database holds no collection yet: run `python -m helpers ingest` first")
+    store, stored = knowledge_base(config)
+    names = args.collection or stored
     embedder = get_embedder(config.embedding)
     hits = []
     for name in names:
@@ -138,6 +167,10 @@ def _query_args(p: argparse.ArgumentParser) -> None:
 
 def _overrides(args: argparse.Namespace) -> dict:
     overrides = dict(FAST_OVERRIDES) if getattr(args, "fast", False) else {}
+    chosen = os.environ.get("DSL_MODEL", "")
+    if overrides and chosen and chosen != FAST_OVERRIDES["llm.model"]:
+        raise InputError(f"--fast picks the model {FAST_OVERRIDES['llm.model']}, but DSL_MODEL={chosen} picks "
+                         "another: drop --fast (DSL_FAST=1 keeps DSL_MODEL with the small budgets), or unset DSL_MODEL")
     if getattr(args, "max_iter", None) is not None:  # out-of-range values are refused by the config
         overrides["pipeline.max_iter"] = args.max_iter
     if getattr(args, "token_budget", None) is not None:
@@ -148,10 +181,13 @@ def _overrides(args: argparse.Namespace) -> dict:
 @command("query", "answer a question with naive RAG, the DeepSearcher pipeline, chain search or the agent",
          _query_args)
 def _query(args: argparse.Namespace) -> None:
-    from helpers.strategies.registry import check_question, run_strategy
+    from helpers.strategies.registry import check_question, run_strategy, strategy_name
     config = load_config(overrides=_overrides(args))
     check_question(args.question)
+    check_question_fits(args.question, config)
     prompts = PromptSet.load(args.prompts) if args.prompts else None
+    strategy_name(args.strategy)
+    knowledge_base(config)
     result = run_strategy(args.strategy, args.question, config, prompts=prompts)
     if args.json:  # the answer first: a failed side write below must not lose it
         print(json.dumps(result.summary_json(), indent=2, ensure_ascii=False))
@@ -183,6 +219,21 @@ def _demo(args: argparse.Namespace) -> None:
              prompts=PromptSet.load(args.prompts) if args.prompts else None)
 
 
+def strategy_list(text: str) -> list[str]:
+    """Comma-separated strategy specs, each checked; an empty list, an empty name or a repeat is refused."""
+    from helpers.evaluation.harness import parse_strategy
+    specs = [part.strip() for part in text.split(",")]
+    if not all(specs):
+        raise InputError(f"--strategies {text!r} names an empty strategy: list names separated by commas, "
+                         "e.g. --strategies naive,chain (or leave the option out for the default set)")
+    repeated = sorted({spec for spec in specs if specs.count(spec) > 1})
+    if repeated:
+        raise InputError(f"--strategies names {', '.join(repeated)} more than once: name each strategy once")
+    for spec in specs:
+        parse_strategy(spec)
+    return specs
+
+
 def _eval_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--benchmark", choices=["2wiki", "varied"], help="a public benchmark shipped in data/ "
                    "(2wiki: 6,119 Wikipedia paragraphs, 200 dev questions; varied: 60 questions of other "
@@ -208,8 +259,8 @@ def _eval_args(p: argparse.ArgumentParser) -> None:
 
 @command("eval", "evaluate strategies: recall@k, EM and F1, calls, tokens, time (resumable)", _eval_args)
 def _eval(args: argparse.Namespace) -> None:
-    from helpers.evaluation.harness import (BENCHMARKS, check_corpus, load_questions, parse_strategy, prepare_corpus,
-                                            read_rows, run_evaluation, sample_by_type)
+    from helpers.evaluation.harness import (BENCHMARKS, check_corpus, check_questions, current_rows, load_questions,
+                                            prepare_corpus, read_rows, run_evaluation, run_keys, sample_by_type)
     from helpers.evaluation.summary import answer_table, miss_table
     base = load_config()
     if args.benchmark:
@@ -219,14 +270,13 @@ def _eval(args: argparse.Namespace) -> None:
         corpus, questions_file = base.resolve_path(args.corpus), base.resolve_path(args.questions)
         default_strategies = "naive,deepsearcher:1,deepsearcher:2,deepsearcher:3"
     # every input is checked before the long corpus ingest
-    strategies = (args.strategies or default_strategies).split(",")
-    for spec in strategies:
-        parse_strategy(spec)
+    strategies = strategy_list(default_strategies if args.strategies is None else args.strategies)
     questions = sample_by_type(load_questions(questions_file), args.limit)
     check_corpus(corpus)
-    prompts = PromptSet.load(args.prompts) if args.prompts else None
+    prompts = PromptSet.load(args.prompts) if args.prompts else PromptSet()
     out = base.resolve_path(args.out or ("outputs/eval" + (f"-{args.benchmark}" if args.benchmark else "")))
     config = load_config(overrides={**_overrides(args), "vector_db.uri": str(out / "milvus.db")})
+    check_questions(questions, config)
     try:
         prepare_corpus(corpus, config)  # an interrupted ingest is completed by the next one
         summary = run_evaluation(questions, strategies, config, out, args.k, judge=args.judge, prompts=prompts)
@@ -241,8 +291,8 @@ def _eval(args: argparse.Namespace) -> None:
         print("  " + ", ".join(f"{key}: {value}" for key, value in line.items()))
     if args.why_missed:
         print("\nwhy gold titles were missed (at k = %d):" % max(args.k))
-        ids = {q.id for q in questions}
-        for line in miss_table([r for r in read_rows(out / "results.jsonl") if r["id"] in ids]):
+        keys = run_keys(questions, strategies, config, prompts, args.judge)
+        for line in miss_table(current_rows(out / "results.jsonl", keys)):
             print("  " + ", ".join(f"{key}: {value}" for key, value in line.items()))
     print(f"written: {out}/results.jsonl, results.csv, summary.json, evaluation.png")
 
@@ -262,13 +312,15 @@ def _ab_args(p: argparse.ArgumentParser) -> None:
          _ab_args)
 def _ab(args: argparse.Namespace) -> None:
     from helpers.evaluation.ab import run_prompt_ab
-    from helpers.evaluation.harness import BENCHMARKS, load_questions, parse_strategy, prepare_corpus, sample_by_type
+    from helpers.evaluation.harness import (BENCHMARKS, check_questions, load_questions, parse_strategy, prepare_corpus,
+                                            sample_by_type)
     parse_strategy(args.strategy)
     edited = PromptSet.load(args.prompts)
     corpus, questions_file = BENCHMARKS[args.benchmark]
     questions = sample_by_type(load_questions(questions_file), args.limit)
     out = load_config().resolve_path(args.out)
     config = load_config(overrides={**_overrides(args), "vector_db.uri": str(out / "milvus.db")})
+    check_questions(questions, config)
     prepare_corpus(corpus, config)
     report = run_prompt_ab(questions, args.strategy, config, edited, out)
     print(f"\nA: shipped prompts; B: {', '.join(report.edits) or 'no edit'} ({args.strategy}, "

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from helpers.errors import ConfigError
+from helpers.errors import ConfigError, InputError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG_FILE = PROJECT_ROOT / "deepsearch.yaml"
@@ -57,6 +57,13 @@ class VectorDBConfig(BaseModel):
 class ChunkingConfig(BaseModel):
     chunk_size: int = Field(900, ge=10)  # characters; ~200 tokens, inside MiniLM's 256-token window
     chunk_overlap: int = Field(120, ge=0)
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> "ChunkingConfig":
+        if self.chunk_overlap >= self.chunk_size:
+            raise ValueError(f"chunk_overlap ({self.chunk_overlap}) must be smaller than chunk_size "
+                             f"({self.chunk_size}): lower chunking.chunk_overlap")
+        return self
 
 
 class SearchConfig(BaseModel):
@@ -171,6 +178,15 @@ FAST_OVERRIDES = {
 }
 
 
+def check_question_fits(question: str, config: Config, where: str = "the question") -> None:
+    """Refuse a question longer than a quarter of the model's context (about ``context_size``
+    characters at ~4 per token), which would leave no room for the passages it is answered from."""
+    if len(question) > config.llm.context_size:
+        raise InputError(f"{where} is {len(question):,} characters long; at most {config.llm.context_size:,} fit "
+                         f"beside the passages in the model's {config.llm.context_size:,}-token context: shorten "
+                         "it (or raise llm.context_size)")
+
+
 def is_server_uri(uri: str) -> bool:
     """True for a Milvus server address (``http://host:port``), False for a Milvus Lite path."""
     return uri.startswith(("http://", "https://", "tcp://"))
@@ -263,6 +279,10 @@ def load_config(
             tree = yaml.safe_load(file.read_text()) or {}
         except yaml.YAMLError as exc:
             raise ConfigError(f"{file}: not valid YAML ({exc})") from exc
+        if not isinstance(tree, dict):
+            raise ConfigError(f"{file}: the top level is a {type(tree).__name__}, not a mapping of sections; "
+                              f"write sections such as 'llm:' and 'search:' at the start of lines "
+                              f"(see the shipped deepsearch.yaml)")
     elif path:
         raise ConfigError(f"config file {file} does not exist")
     layered: dict[str, Any] = {}

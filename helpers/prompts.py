@@ -33,10 +33,50 @@ def get_prompt(name: str) -> str:
     return path.read_text()
 
 
+def _line(text: str, position: int) -> int:
+    return text.count("\n", 0, position) + 1
+
+
+def placeholders(text: str) -> dict[str, int]:
+    """The ``$name`` placeholders of ``text``, each with the line it first appears on."""
+    found: dict[str, int] = {}
+    for match in Template.pattern.finditer(text):
+        key = match.group("named") or match.group("braced")
+        if key:
+            found.setdefault(key, _line(text, match.start()))
+    return found
+
+
+def check_prompt(name: str, text: str) -> None:
+    """Refuse an edited text of prompt ``name`` that its step cannot fill as meant: a ``$`` that starts
+    no placeholder, a placeholder the step does not fill, or one it fills (the shipped text's) left out.
+    The ``InputError`` names the prompt, the line and the fix."""
+    filled = placeholders(get_prompt(name))
+    known = ", ".join(f"${key}" for key in filled) or "none"
+    problems = [f"line {_line(text, m.start())}: {text[m.start():m.start() + 2]!r} starts no placeholder "
+                "(write $$ for a dollar sign)"
+                for m in Template.pattern.finditer(text) if m.group("invalid") is not None]
+    used = placeholders(text)
+    problems += [f"line {line}: ${key} is not filled by its step (it fills {known})"
+                 for key, line in used.items() if key not in filled]
+    missing = [f"${key}" for key in filled if key not in used]
+    if missing:
+        problems.append(f"{', '.join(missing)} left out, which its step fills with what the model must read: "
+                        "put it back")
+    if problems:
+        raise InputError(f"edited prompt '{name}': {'; '.join(problems)}")
+
+
 def render(name: str, template: str | None = None, **values: object) -> str:
-    """Fill prompt ``name`` (or an edited ``template``) with ``values``; a missing value is an error."""
-    return Template(template if template is not None else get_prompt(name)).substitute(
-        {key: str(value) for key, value in values.items()})
+    """Fill prompt ``name`` (or an edited ``template``) with ``values``; a bad or unfilled
+    placeholder is an ``InputError`` naming the prompt and the line."""
+    text = template if template is not None else get_prompt(name)
+    try:
+        return Template(text).substitute({key: str(value) for key, value in values.items()})
+    except (KeyError, ValueError):
+        if template is not None:
+            check_prompt(name, text)  # an edit's fault: named, with its line and the fix
+        raise
 
 
 def prompt_version(name: str, template: str | None = None) -> str:
@@ -63,6 +103,8 @@ class PromptSet:
         unknown = sorted(set(edited) - set(prompt_names()))
         if unknown:
             raise InputError(f"unknown prompt name(s) {', '.join(unknown)}; known: {', '.join(prompt_names())}")
+        for name, text in edited.items():
+            check_prompt(name, text)
         self.edited = edited
         self._used: list[str] = []  # names rendered since the last take_used()
 
@@ -87,6 +129,11 @@ class PromptSet:
     def version(self, name: str) -> str:
         return prompt_version(name, self.template(name))
 
+    def versions(self) -> list[str]:
+        """The versions (``name@hash``) of the prompts whose edited text differs from the shipped one, sorted:
+        what sets this prompt set apart from the shipped prompts."""
+        return sorted(self.version(name) for name, text in self.edited.items() if text != get_prompt(name))
+
     def save(self, path: str | Path) -> Path:
         """Write the edited prompts as JSON (``{name: text}``); returns the path."""
         return write_atomically(path, json.dumps(self.edited, indent=2, ensure_ascii=False) + "\n")
@@ -102,7 +149,10 @@ class PromptSet:
             raise InputError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
         if not isinstance(edited, dict) or not all(isinstance(v, str) for v in edited.values()):
             raise InputError(f"{path}: expected a JSON object of prompt name -> prompt text")
-        return cls(edited)
+        try:
+            return cls(edited)
+        except InputError as exc:
+            raise InputError(f"{path}: {exc}") from exc
 
 
 def as_prompt_set(prompts: PromptSet | Mapping[str, str] | None) -> PromptSet:

@@ -43,6 +43,6 @@ def test_quiet_prints_the_log_after_the_run(monkeypatch, tmp_path, capsys):
 
 
 def test_edited_prompts_reach_the_demo_run_and_are_named(monkeypatch, tmp_path, capsys):
-    edited = PromptSet({"reflect": "Find gaps in $question. $subqueries $chunks"})
+    edited = PromptSet({"reflect": "Find gaps in $question. $subqueries $findings"})
     out = run(monkeypatch, tmp_path, capsys, quiet=True, prompts=edited)
     assert f"Edited prompts: {edited.version('reflect')}" in out and "(edited: ['reflect'])" in out

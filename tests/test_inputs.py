@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+import helpers.cli as cli
 import helpers.evaluation.harness as harness
 import helpers.strategies.registry as registry
 from helpers.cli import main
@@ -25,6 +26,12 @@ def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
         code = exc.code
     out, err = capsys.readouterr()
     return code, out, err
+
+
+@pytest.fixture
+def stored(monkeypatch):
+    """A knowledge base that holds a collection, for query tests whose strategies are stubbed."""
+    monkeypatch.setattr(cli, "knowledge_base", lambda config: (None, ["stub"]))
 
 
 @pytest.mark.parametrize("overrides, message", [
@@ -68,7 +75,7 @@ def test_query_refuses_bad_input_before_any_model_call(capsys, monkeypatch, argv
 
 
 @pytest.mark.parametrize("name, runs", [("pipeline", "deepsearcher"), ("agent", "deepsearch"), ("chain", "chain")])
-def test_query_accepts_the_strategy_aliases(capsys, monkeypatch, name, runs):
+def test_query_accepts_the_strategy_aliases(capsys, monkeypatch, stored, name, runs):
     monkeypatch.setattr(registry, "STRATEGIES", {
         key: (lambda q, c, key=key, **k: Result(q, key, answer=f"ran {key}")) for key in registry.STRATEGIES})
     code, out, _ = run_cli(capsys, "query", "Who voices Homer?", "--strategy", name)
@@ -86,7 +93,7 @@ def test_search_on_an_empty_database_says_to_ingest_first(capsys, monkeypatch, t
     assert code == 2 and "run `python -m helpers ingest` first" in err and not out
 
 
-def test_a_finished_answer_is_printed_even_when_the_trace_cannot_be_written(capsys, monkeypatch):
+def test_a_finished_answer_is_printed_even_when_the_trace_cannot_be_written(capsys, monkeypatch, stored):
     monkeypatch.setattr(registry, "STRATEGIES", {"naive": lambda q, c, **k: Result(q, "naive", answer="Dan [1]")})
     code, out, err = run_cli(capsys, "query", "Who voices Homer?", "--strategy", "naive",
                              "--trace", "/proc/no/such/dir/trace.json")
@@ -159,7 +166,7 @@ def test_ctrl_c_during_the_corpus_ingest_of_eval_says_so(capsys, monkeypatch, tm
     assert code == 130 and "stopped; 0 row(s) saved" in err and "KeyboardInterrupt" not in err
 
 
-def test_an_unexpected_error_is_one_line_unless_debug(capsys, monkeypatch):
+def test_an_unexpected_error_is_one_line_unless_debug(capsys, monkeypatch, stored):
     def broken(question, config, **kwargs):
         raise RuntimeError("a library fault")
     monkeypatch.setattr(registry, "STRATEGIES", {"naive": broken})
@@ -246,6 +253,7 @@ def test_a_model_file_that_is_not_gguf_or_is_truncated_is_named(tmp_path):
 KILLED_EVAL = """
 import os, signal, sys
 from pathlib import Path
+import helpers.cli as cli
 import helpers.evaluation.harness as harness
 import helpers.strategies.registry as registry
 from helpers.config import load_config

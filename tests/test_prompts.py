@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from scripted import Seq, StepScriptedBackend
 
+import helpers.cli as cli
 import helpers.evaluation.harness as harness
 import helpers.strategies.registry as registry
 from helpers.cli import main
@@ -97,6 +98,7 @@ def test_an_edited_prompt_reaches_the_chain(simpsons_kb):
 
 def test_the_evaluation_and_the_cli_carry_a_prompt_set(capsys, monkeypatch, tmp_path, small_config):
     seen = []
+    monkeypatch.setattr(cli, "knowledge_base", lambda config: (None, ["stub"]))  # the runs are stubbed
 
     def fake_run(name, question, config, **kwargs):  # stands in for the model: this is about plumbing
         seen.append(kwargs.get("prompts"))

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from helpers.config import Config
-from helpers.evaluation.harness import EvalQuestion, read_rows, run_evaluation
+from helpers.evaluation.harness import EvalQuestion, current_rows, run_evaluation, run_keys
 from helpers.prompts import PromptSet, as_prompt_set
 
 MEASURES = ("em", "f1", "recall@5")
@@ -88,10 +88,9 @@ def paired_interval(diffs: list[float], rounds: int = 2000, seed: int = 0) -> tu
 
 def set_key(prompts: PromptSet) -> str:
     """A short name for a prompt set (the shipped set: 'shipped'), so each set's rows have their own folder."""
-    if not prompts.edited:
+    if not prompts.versions():
         return "shipped"
-    versions = ",".join(sorted(prompts.version(name) for name in prompts.edited))
-    return "edited-" + hashlib.sha256(versions.encode()).hexdigest()[:10]
+    return "edited-" + hashlib.sha256(",".join(prompts.versions()).encode()).hexdigest()[:10]
 
 
 def run_prompt_ab(questions: list[EvalQuestion], strategy: str, config: Config, edited: PromptSet | dict,
@@ -104,8 +103,6 @@ def run_prompt_ab(questions: list[EvalQuestion], strategy: str, config: Config, 
     for prompts in (PromptSet(), edited):
         folder = out / set_key(prompts)
         run_evaluation(questions, [strategy], config, folder, progress=progress, prompts=prompts)
-        ids = {q.id for q in questions}
-        rows[set_key(prompts)] = [r for r in read_rows(folder / "results.jsonl")
-                                  if r["strategy"] == strategy and r["id"] in ids]
-    return ABReport(strategy, rows["shipped"], rows[set_key(edited)],
-                    sorted(edited.version(name) for name in edited.edited))
+        rows[set_key(prompts)] = current_rows(folder / "results.jsonl",
+                                              run_keys(questions, [strategy], config, prompts))
+    return ABReport(strategy, rows["shipped"], rows[set_key(edited)], edited.versions())

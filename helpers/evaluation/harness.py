@@ -13,7 +13,12 @@ Recall@k follows DeepSearcher's published protocol: the share of gold titles
 
 Runs are resumable: each (strategy, question) row is appended to
 ``results.jsonl`` as soon as it is done and skipped on the next run (a line torn
-by a crash is set aside, and that row runs again).  A row that crashes is recorded
+by a crash is set aside, and that row runs again).  A row is reused only under
+the settings that made it (``row_key``: the question, the model and its hash, the
+seed, the edited prompts and every setting that changes the run); rows made
+otherwise stay in the file, unused, and the run says how many it set aside.
+Question ids are data: they must be unique, and trace file names are derived
+from them (``safe_name``), never taken as paths.  A row that crashes is recorded
 as that row's failure, with the traceback in its trace file, and the run goes on.
 
 Every row also says why each gold title it missed was missed (``explain_misses``):
@@ -21,6 +26,7 @@ never retrieved, retrieved then dropped by a step, or ranked below k.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import subprocess
@@ -33,7 +39,7 @@ from pathlib import Path
 from pydantic import BaseModel
 from tqdm.auto import tqdm
 
-from helpers.config import PROJECT_ROOT, Config, with_overrides
+from helpers.config import PROJECT_ROOT, Config, check_question_fits, with_overrides
 from helpers.errors import DeepSearchLabError, InputError, StructuredOutputError
 from helpers.evaluation.oracle import ORACLE, run_oracle
 from helpers.evaluation.plots import plot_evaluation
@@ -46,7 +52,7 @@ from helpers.models.llm import make_llm
 from helpers.models.model_files import CATALOGUE
 from helpers.prompts import PromptSet, as_prompt_set, fence, render
 from helpers.results import Result
-from helpers.strategies.registry import run_strategy
+from helpers.strategies.registry import check_question, run_strategy
 
 
 @dataclass
@@ -100,15 +106,42 @@ def load_questions(path: str | Path) -> list[EvalQuestion]:
         missing = [key for key in ("question", "answer") if key not in row]
         if missing:
             raise InputError(f"{where}: missing {' and '.join(repr(m) for m in missing)}")
+        try:
+            check_question(str(row["question"] or ""))
+        except InputError as exc:
+            raise InputError(f"{where}: {exc}, or remove the record") from exc
+        answer = row["answer"]
+        if isinstance(answer, bool) or not isinstance(answer, (str, int, float)) or not str(answer).strip():
+            raise InputError(f"{where}: 'answer' is {json.dumps(answer)}: give the gold answer as text (for a "
+                             "question the corpus cannot answer, \"type\": \"unanswerable\" and an answer such as "
+                             "\"not in the corpus\")")
         if "gold_sources" in row:
             gold, kind = row["gold_sources"], "source"
         elif "gold_titles" in row:
             gold, kind = row["gold_titles"], "title"
         else:
             gold, kind = list(dict.fromkeys(fact[0] for fact in row.get("supporting_facts", []))), "title"
-        questions.append(EvalQuestion(str(row.get("id", row.get("_id", i))), row["question"], str(row["answer"]),
+        questions.append(EvalQuestion(str(row.get("id", row.get("_id", i))), str(row["question"]), str(answer),
                                       list(row.get("aliases", row.get("answer_aliases", []))), list(gold), kind, row.get("type", "")))
+    check_unique_ids(questions, str(path))
     return questions
+
+
+def check_unique_ids(questions: list[EvalQuestion], where: str = "the questions") -> None:
+    """Refuse two questions with one id: rows and trace files are keyed by it."""
+    first: dict[str, int] = {}
+    for number, question in enumerate(questions, start=1):
+        if question.id in first:
+            raise InputError(f"{where}: questions {first[question.id]} and {number} share the id {question.id!r}: "
+                             "give each question its own id (rows and trace files are keyed by it)")
+        first[question.id] = number
+
+
+def check_questions(questions: list[EvalQuestion], config: Config) -> None:
+    """Refuse, before any run, questions whose ids repeat or whose text does not fit the model's context."""
+    check_unique_ids(questions)
+    for question in questions:
+        check_question_fits(question.question, config, f"question {question.id!r}")
 
 
 QUESTION_TYPES = ["multi_hop", "single", "unanswerable", "multi_part",  # the order sample_by_type takes them in
@@ -173,9 +206,21 @@ def answer_matches(answer: str, question: EvalQuestion) -> bool:
     return score(answer, question).contains
 
 
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+
+
+def safe_name(text: str) -> str:
+    """``text`` as a file name: itself when plain (letters, digits, ``_.-``, at most 100 characters, not
+    starting with a dot), else its plain characters and a hash of the whole, so no id can name a path."""
+    if _PLAIN_NAME.fullmatch(text):
+        return text
+    plain = re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip(".-")[:60]
+    return f"{plain}-{hashlib.sha256(text.encode()).hexdigest()[:12]}".lstrip("-")
+
+
 def trace_path(trace_dir: Path, label: str, question_id: str) -> Path:
     """Where the evaluation keeps the trace of one strategy (``label``) on one question."""
-    return trace_dir / f"{label.replace(':', '-').replace('/', '-')}__{question_id}.json"
+    return trace_dir / f"{label.replace(':', '-').replace('/', '-')}__{safe_name(question_id)}.json"
 
 
 def retrieved_keys(result: Result, kind: str) -> list[str]:
@@ -243,6 +288,33 @@ def explain_misses(result: Result, gold: list[str], k: int, kind: str = "title")
     return reasons
 
 
+def model_hash(config: Config) -> str | None:
+    """The sha256 (first 16 digits) the embedded default's GGUF file was verified against; None for others."""
+    gguf = CATALOGUE.get(config.llm.model) if config.llm.provider == "llamacpp" else None
+    return gguf.sha256[:16] if gguf else None
+
+
+# settings that do not change what a run answers (nor the row), left out of its key
+_NOT_IN_KEY = {"vector_db": True, "embedding": {"batch_size"},
+               "llm": {"threads", "prompt_cache_mb", "timeout_s", "api_key", "base_url"}}
+
+
+def run_config_for(spec: str, config: Config) -> tuple[str, str, Config]:
+    """The label, strategy name and configuration of one evaluation run of ``spec`` (short answers)."""
+    label, name, overrides = parse_strategy(spec)
+    return label, name, with_overrides(config, {"pipeline.answer": "short", **overrides})
+
+
+def row_key(question: EvalQuestion, label: str, run_config: Config, prompts: PromptSet, judge: bool) -> str:
+    """What a saved row depends on, as a short hash: the strategy, the question (id, text and gold), the
+    model and its hash, the seed and every other setting that changes the run, the edited prompts and
+    whether the judge was asked.  A row is reused only under the same key."""
+    what = {"strategy": label, "question": [question.id, question.question, question.answer, question.aliases,
+                                            question.gold], "model_sha256": model_hash(run_config),
+            "settings": run_config.model_dump(exclude=_NOT_IN_KEY), "prompts": prompts.versions(), "judge": judge}
+    return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
 def run_stamp(config: Config) -> dict:
     """What a result row needs to be compared later: the model (and, for the embedded default, the
     sha256 its GGUF file was verified against), its provider and seed, the commit, the CPU and the date."""
@@ -251,8 +323,7 @@ def run_stamp(config: Config) -> dict:
                                 text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         commit = ""
-    gguf = CATALOGUE.get(config.llm.model) if config.llm.provider == "llamacpp" else None
-    return {"model": config.llm.model, "model_sha256": gguf.sha256[:16] if gguf else None,
+    return {"model": config.llm.model, "model_sha256": model_hash(config),
             "provider": config.llm.provider, "seed": config.llm.seed,
             "commit": commit or "unknown", "cpu": cpu_name(), "date": time.strftime("%Y-%m-%d")}
 
@@ -264,8 +335,8 @@ def evaluate_one(question: EvalQuestion, spec: str, config: Config, ks: list[int
 
     Benchmark questions get short answers (``pipeline.answer: short``), not reports.  Any exception
     becomes this row's failure (type and message in the row, the traceback in the trace file)."""
-    label, name, overrides = parse_strategy(spec)
-    run_config = with_overrides(config, {"pipeline.answer": "short", **overrides})
+    label, name, run_config = run_config_for(spec, config)
+    prompts = as_prompt_set(prompts)
     started = time.perf_counter()
     try:
         result = run_oracle(question.question, question.gold, run_config, prompts=prompts) if name == ORACLE else \
@@ -283,7 +354,8 @@ def evaluate_one(question: EvalQuestion, spec: str, config: Config, ks: list[int
            "calls": result.usage.calls, "prompt_tokens": result.usage.prompt_tokens,
            "completion_tokens": result.usage.completion_tokens,
            "seconds": round(time.perf_counter() - started, 2), **run_stamp(run_config),
-           "retrieved": retrieved_keys(result, question.gold_kind), "prompts": result.prompt_versions}
+           "retrieved": retrieved_keys(result, question.gold_kind), "prompts": result.prompt_versions,
+           "key": row_key(question, label, run_config, prompts, judge)}
     for k in ks:
         row[f"recall@{k}"] = recall_at_k(row["retrieved"], question.gold, k, question.gold_kind)
     row["missed"] = explain_misses(result, question.gold, max(ks), question.gold_kind)
@@ -297,7 +369,7 @@ def evaluate_one(question: EvalQuestion, spec: str, config: Config, ks: list[int
     if judge and not error:
         try:
             row["judge"], row["judge_reason"], row["judge_tokens"] = judge_answer(
-                question, answer, config, as_prompt_set(prompts).template("judge"))
+                question, answer, config, prompts.template("judge"))
         except Exception as exc:  # noqa: BLE001 - a failed verdict must not end the evaluation
             row["judge"], row["judge_reason"], row["judge_tokens"] = "no verdict", f"{type(exc).__name__}: {exc}", 0
     return row
@@ -327,8 +399,21 @@ def read_rows(results_file: Path) -> list[dict]:
     return rows
 
 
-def _done(results_file: Path) -> set[tuple[str, str]]:
-    return {(row["strategy"], row["id"]) for row in read_rows(results_file)}
+def run_keys(questions: list[EvalQuestion], strategies: list[str], config: Config, prompts: PromptSet,
+             judge: bool = False) -> dict[tuple[str, str], str]:
+    """The ``row_key`` of every (strategy, question id) of a run."""
+    keys = {}
+    for spec in strategies:
+        label, _, run_config = run_config_for(spec, config)
+        keys.update({(spec, q.id): row_key(q, label, run_config, prompts, judge) for q in questions})
+    return keys
+
+
+def current_rows(results_file: Path, keys: dict[tuple[str, str], str]) -> list[dict]:
+    """The saved rows of a run (``run_keys``), each once: rows made under other settings are left out."""
+    wanted = set(keys.values())
+    rows = {row["key"]: row for row in read_rows(results_file) if row.get("key") in wanted}
+    return list(rows.values())
 
 
 def run_evaluation(questions: list[EvalQuestion], strategies: list[str], config: Config, out_dir: str | Path,
@@ -337,14 +422,20 @@ def run_evaluation(questions: list[EvalQuestion], strategies: list[str], config:
     """Run every strategy on every question (resuming), then write summary.json, results.csv and plots.
     Each run's trace goes to ``traces/`` in ``out_dir``; ``prompts`` (edited prompt texts) reach every run."""
     prompts = as_prompt_set(prompts)
-    for spec in strategies:  # refuse a bad spec before any run starts
-        parse_strategy(spec)
+    check_questions(questions, config)  # refuse bad questions and specs before any run starts
+    keys = run_keys(questions, strategies, config, prompts, judge)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     results_file = out / "results.jsonl"
-    done = _done(results_file)
+    saved = read_rows(results_file)
+    done = {row.get("key") for row in saved}
     # question by question, every strategy in turn: a partial run still compares them on the same questions
-    todo = [(s, q) for q in questions for s in strategies if (s, q.id) not in done]
+    todo = [(s, q) for q in questions for s in strategies if keys[(s, q.id)] not in done]
+    set_aside = {(row["strategy"], row["id"]) for row in saved} & {(s, q.id) for s, q in todo}
+    if set_aside:
+        warnings.warn(f"{results_file}: {len(set_aside)} saved row(s) were made under other settings (model, "
+                      "prompts, seed or settings) or before rows were keyed: they are not reused, and run again "
+                      "(the old rows stay in the file)")
     recalls: list[float] = []
     with tqdm(todo, desc="evaluate", unit="run", disable=not progress) as bar:
         for spec, question in bar:
@@ -354,8 +445,7 @@ def run_evaluation(questions: list[EvalQuestion], strategies: list[str], config:
             if row.get(f"recall@{ks[-1]}") is not None:
                 recalls.append(row[f"recall@{ks[-1]}"])
                 bar.set_postfix({f"recall@{ks[-1]}": f"{sum(recalls) / len(recalls):.2f}", "strategy": spec})
-    ids = {q.id for q in questions}
-    rows = [r for r in read_rows(results_file) if r["strategy"] in strategies and r["id"] in ids]
+    rows = current_rows(results_file, keys)
     summary = summarise(rows, strategies, ks)
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     write_csv(rows, out / "results.csv")

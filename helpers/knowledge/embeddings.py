@@ -56,8 +56,16 @@ class SentenceTransformerEmbedder(Embedder):
                     f"embedding model '{model}' is neither '{SHIPPED_MODEL}' nor a local "
                     "sentence-transformers folder. Models are not downloaded at run time: "
                     "point embedding.model (DSL_EMBEDDING_MODEL) at a folder.")
+        fix = (f"point embedding.model (DSL_EMBEDDING_MODEL) at a folder saved by SentenceTransformer.save(), "
+               f"or set it back to '{SHIPPED_MODEL}'")
+        if not any((path / name).is_file() for name in ("modules.json", "config.json")):
+            raise ModelNotFoundError(f"embedding model folder {path} holds no sentence-transformers model "
+                                     f"(no modules.json or config.json): {fix}")
         self.name = SHIPPED_MODEL if model == SHIPPED_MODEL else path.name
-        self.model = SentenceTransformer(str(path), device="cpu")
+        try:
+            self.model = SentenceTransformer(str(path), device="cpu")
+        except (OSError, ValueError) as exc:  # a damaged or partial model folder
+            raise ModelNotFoundError(f"embedding model folder {path} cannot be loaded ({exc}): {fix}") from exc
         self.dimension = int(self.model.get_embedding_dimension())
         self.max_tokens = int(self.model.max_seq_length)
         self.batch_size = batch_size

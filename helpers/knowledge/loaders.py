@@ -79,7 +79,7 @@ def display_path(path: Path) -> str:
     """Paths inside the project are recorded relative to it (portable between clones)."""
     try:
         return str(path.resolve().relative_to(PROJECT_ROOT))
-    except ValueError:
+    except (ValueError, RuntimeError, OSError):  # outside the project, or a symbolic link that loops
         return str(path)
 
 
@@ -87,6 +87,8 @@ def load_file(path: Path, source: str | None = None) -> list[Document]:
     """One file as documents (a JSON corpus gives one document per record)."""
     source = source or display_path(path)
     if not path.exists():
+        if path.is_symlink():
+            raise SourceError(f"{path}: a symbolic link that loops or points nowhere; not read")
         raise SourceError(f"{path}: does not exist (check the path)")
     if not path.is_file():  # a named pipe would block the read forever; a device or socket is no document
         raise SourceError(f"{path}: not a regular file (a named pipe, device or socket); not read")

@@ -20,7 +20,9 @@ import json
 import logging
 import os
 import re
+import warnings
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -147,7 +149,9 @@ def connect(uri: str, token: str, is_local: bool):
                 "path (vector_db.uri / MILVUS_URI), or share it through server mode "
                 f"(`milvus-lite server --data-dir {uri} --port 19530`, then "
                 "MILVUS_URI=http://127.0.0.1:19530).") from exc
-        raise VectorStoreError(f"cannot open the vector database at {uri}: {text}") from exc
+        fix = ("start the Milvus server there, or unset MILVUS_URI to use the Milvus Lite directory of "
+               "vector_db.uri" if not is_local else "check the path, or choose another with DSL_MILVUS_URI")
+        raise VectorStoreError(f"cannot open the vector database at {uri}: {text}. {fix}") from exc
 
 
 class MilvusStore:
@@ -161,6 +165,9 @@ class MilvusStore:
         # clock (fine).  Set here, as importing pymilvus resets its loggers' levels.
         logging.getLogger("pymilvus.client.iterator.query_iterator").setLevel(logging.ERROR)
         self.is_local = not is_server_uri(uri)
+        if self.is_local:  # a damaged collection's files: Milvus Lite logs tracebacks; our errors name it
+            for name in ("milvus_lite.adapter.grpc.servicer", "pymilvus.decorators"):
+                logging.getLogger(name).setLevel(logging.CRITICAL)
         self.uri = uri
         self.page_size = page_size
         self._loaded: set[str] = set()
@@ -176,11 +183,53 @@ class MilvusStore:
             server_manager_instance.release_server(self.uri)
 
     # collections ---------------------------------------------------------
+    def _is_damage(self, name: str, exc: Exception) -> bool:
+        """Whether ``exc`` is a file of collection ``name`` that Milvus Lite cannot read (truncated, damaged)."""
+        return self.is_local and f"{os.sep}collections{os.sep}{name}{os.sep}" in str(exc)
+
+    def _damaged(self, name: str, exc: Exception) -> VectorStoreError:
+        reason = str(getattr(exc, "message", "") or exc).split(": ", 1)[-1][:200]
+        return VectorStoreError(
+            f"collection '{name}' of the Milvus Lite database {self.uri} is damaged ({reason}); the other "
+            f"collections stay usable. Rebuild it: `python -m helpers ingest --collection {name} --force` (a "
+            f"knowledge-base collection) or `python -m helpers ingest SOURCES --collection {name} --force`.")
+
+    @contextmanager
+    def _using(self, name: str, doing: str) -> Iterator[None]:
+        """Library errors while ``doing`` something to collection ``name`` as the project's, a damaged one named."""
+        try:
+            yield
+        except VectorStoreError:
+            raise
+        except Exception as exc:  # pymilvus raises several types (MilvusException, ParamError, ...)
+            if self._is_damage(name, exc):
+                raise self._damaged(name, exc) from exc
+            raise VectorStoreError(f"cannot {doing} collection '{name}': {exc}") from exc
+
     def list_collections(self) -> list[str]:
-        return sorted(self.client.list_collections())
+        """The collections; in Milvus Lite, one whose files are damaged is left out, with a warning naming it."""
+        try:
+            return sorted(self.client.list_collections())
+        except Exception:  # Milvus Lite lists by opening every collection: one damaged one fails the list
+            if not self.is_local:
+                raise
+        names = []
+        for folder in sorted((Path(self.uri) / "collections").iterdir()):
+            try:
+                self.client.has_collection(folder.name)
+                names.append(folder.name)
+            except Exception as exc:  # noqa: BLE001 - damaged: said, and the others are used
+                warnings.warn(str(self._damaged(folder.name, exc)), stacklevel=2)
+        return names
 
     def has_collection(self, name: str) -> bool:
-        return self.client.has_collection(name)
+        """Whether ``name`` exists (a damaged one does, so that it can be dropped and rebuilt)."""
+        try:
+            return self.client.has_collection(name)
+        except Exception as exc:
+            if self._is_damage(name, exc):
+                return True
+            raise VectorStoreError(f"cannot check collection '{name}': {exc}") from exc
 
     def _ensure_loaded(self, name: str) -> None:
         """A collection reopened from disk starts 'released': load it once per process."""
@@ -194,7 +243,8 @@ class MilvusStore:
             if not self.has_collection(name):
                 raise VectorStoreError(f"collection '{name}' does not exist; known: "
                                        f"{', '.join(self.list_collections()) or 'none'}. Ingest it first.")
-            properties = self.client.describe_collection(name).get("properties", {})
+            with self._using(name, "describe"):
+                properties = self.client.describe_collection(name).get("properties", {})
             try:
                 self._meta_cache[name] = json.loads(properties.get(META_PROPERTY) or "{}")
             except json.JSONDecodeError:
@@ -203,8 +253,9 @@ class MilvusStore:
 
     def info(self, name: str) -> CollectionInfo:
         meta = self._meta(name)
-        self._ensure_loaded(name)
-        count = self.client.query(name, filter="", output_fields=["count(*)"])[0]["count(*)"]
+        with self._using(name, "count the rows of"):
+            self._ensure_loaded(name)
+            count = self.client.query(name, filter="", output_fields=["count(*)"])[0]["count(*)"]
         return CollectionInfo(name, meta.get("description", ""), meta.get("embedding_model", "unknown"),
                               int(meta.get("dimension", 0)), int(count))
 
@@ -262,10 +313,11 @@ class MilvusStore:
     # rows ------------------------------------------------------------------
     def existing_ids(self, name: str, ids: list[str]) -> set[str]:
         found: set[str] = set()
-        self._ensure_loaded(name)
-        for start in range(0, len(ids), 500):
-            batch = ids[start:start + 500]
-            found.update(row["id"] for row in self.client.get(name, ids=batch, output_fields=["id"]))
+        with self._using(name, "read the ids of"):
+            self._ensure_loaded(name)
+            for start in range(0, len(ids), 500):
+                batch = ids[start:start + 500]
+                found.update(row["id"] for row in self.client.get(name, ids=batch, output_fields=["id"]))
         return found
 
     def insert(self, name: str, rows: list[dict]) -> None:
@@ -281,7 +333,8 @@ class MilvusStore:
     def rows(self, name: str, fields: list[str], source: str | None = None, where: str = "") -> Iterator[dict]:
         """Every row of ``name`` (or only those of ``source``, or those passing the filter ``where``),
         read ``page_size`` rows per call."""
-        try:
+        which = f"the rows of source {source!r} of" if source is not None else "the rows of"
+        with self._using(name, f"read {which}"):
             self._ensure_loaded(name)
             pages = self.client.query_iterator(name, batch_size=self.page_size, output_fields=fields,
                                                filter=source_filter(source) if source is not None else where)
@@ -290,9 +343,6 @@ class MilvusStore:
                     yield from page
             finally:
                 pages.close()
-        except Exception as exc:  # pymilvus raises several types
-            which = f"the rows of source {source!r}" if source is not None else "the rows"
-            raise VectorStoreError(f"cannot read {which} of collection '{name}': {exc}") from exc
 
     def delete_ids(self, name: str, ids: list[str]) -> None:
         """Delete rows by id (in pages of ``page_size``)."""
@@ -332,19 +382,23 @@ class MilvusStore:
         from pymilvus import AnnSearchRequest, RRFRanker, WeightedRanker
 
         self.check_embedder(name, embedder)
-        self._ensure_loaded(name)
+        with self._using(name, "load"):
+            self._ensure_loaded(name)
         if vector is None:
             vector = embedder.embed([query])[0].tolist()
         if mode == "dense":
-            results = self.client.search(name, data=[vector], anns_field="vector", limit=k,
-                                         output_fields=OUTPUT_FIELDS, search_params={"metric_type": "COSINE"})
+            with self._using(name, "search"):
+                results = self.client.search(name, data=[vector], anns_field="vector", limit=k,
+                                             output_fields=OUTPUT_FIELDS, search_params={"metric_type": "COSINE"})
             return [stored_hit(name, row, row["distance"]) for row in results[0]]
         requests = [
             AnnSearchRequest(data=[vector], anns_field="vector", param={"metric_type": "COSINE"}, limit=k * 2),
             AnnSearchRequest(data=[query], anns_field="sparse", param={"metric_type": "BM25"}, limit=k * 2),
         ]
         fusion = RRFRanker(60) if ranker == "rrf" else WeightedRanker(*weights)
-        results = self.client.hybrid_search(name, requests, fusion, limit=k, output_fields=[*OUTPUT_FIELDS, "vector"])
+        with self._using(name, "search"):
+            results = self.client.hybrid_search(name, requests, fusion, limit=k,
+                                                output_fields=[*OUTPUT_FIELDS, "vector"])
         query_unit = _unit(vector)
         return [stored_hit(name, row, row["distance"], float(query_unit @ _unit(row["entity"]["vector"])))
                 for row in results[0]]

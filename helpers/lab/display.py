@@ -8,8 +8,9 @@ import html
 import traceback
 from typing import Any, Callable, Iterable
 
+from helpers.errors import DeepSearchLabError
 from helpers.lab.workspace import forget_prompt, lab_prompts, save_prompt
-from helpers.prompts import get_prompt
+from helpers.prompts import check_prompt, get_prompt
 from helpers.results import CITATION, on_each_step
 from helpers.strategies.run_log import step_log
 
@@ -147,6 +148,9 @@ def _run_into(output, button, run: Callable[..., Any], *args: Any, **kwargs: Any
             if value is not None:
                 display(value)
             return None
+        except DeepSearchLabError as exc:  # a refused input: its message says what to do
+            print(f"error: {exc}")
+            return str(exc)
         except Exception:  # show the error where the reader looks, not in the kernel log
             error = traceback.format_exc()
             print(error)
@@ -172,6 +176,14 @@ def press_all() -> list[str]:
     return [error for press in list(_PANELS) if (error := press())]
 
 
+def _checked(name: str, run: Callable[[str], Any]) -> Callable[[str], Any]:
+    """``run(text)`` once ``text`` passes ``check_prompt`` as prompt ``name``: a bad edit is named before any call."""
+    def checked(text: str) -> Any:
+        check_prompt(name, text)
+        return run(text)
+    return checked
+
+
 def prompt_editor(template: str | None, run: Callable[[str], Any], *, label: str = "Run", rows: int = 14,
                   save: Callable[[str], Any] | None = None, name: str | None = None):
     """A text area holding a prompt, a Run button that calls ``run(text)``, a Reset button and an output area;
@@ -186,6 +198,7 @@ def prompt_editor(template: str | None, run: Callable[[str], Any], *, label: str
     if name is not None:
         template = template if template is not None else lab_prompts().template(name) or get_prompt(name)
         save = save or (lambda text: save_prompt(name, text))
+        run = _checked(name, run)
     if template is None:
         raise ValueError("prompt_editor needs a template or a prompt name")
 
