@@ -149,8 +149,8 @@ def connect(uri: str, token: str, is_local: bool):
                 "path (vector_db.uri / MILVUS_URI), or share it through server mode "
                 f"(`milvus-lite server --data-dir {uri} --port 19530`, then "
                 "MILVUS_URI=http://127.0.0.1:19530).") from exc
-        fix = ("start the Milvus server there, or unset MILVUS_URI to use the Milvus Lite directory of "
-               "vector_db.uri" if not is_local else "check the path, or choose another with DSL_MILVUS_URI")
+        fix = ("Start the Milvus server at that address, or unset MILVUS_URI to use the Milvus Lite directory "
+               "(vector_db.uri)" if not is_local else "Check the path, or choose another with DSL_MILVUS_URI")
         raise VectorStoreError(f"cannot open the vector database at {uri}: {text}. {fix}") from exc
 
 
