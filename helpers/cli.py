@@ -5,6 +5,7 @@ import argparse
 import json
 import os
 import sys
+import warnings
 from typing import Callable
 
 from helpers.config import FAST_OVERRIDES, PROJECT_ROOT, Config, check_question_fits, is_server_uri, load_config
@@ -369,6 +370,7 @@ def main(argv: list[str] | None = None) -> int:
         arguments(p)
         p.set_defaults(func=func)
     args = parser.parse_args(argv)
+    warnings.formatwarning = lambda message, *rest, **kwargs: f"warning: {message}\n"  # one line, no source
     try:
         args.func(args)
     except KeyboardInterrupt:

@@ -165,15 +165,15 @@ class MilvusStore:
         # clock (fine).  Set here, as importing pymilvus resets its loggers' levels.
         logging.getLogger("pymilvus.client.iterator.query_iterator").setLevel(logging.ERROR)
         self.is_local = not is_server_uri(uri)
-        if self.is_local:  # a damaged collection's files: Milvus Lite logs tracebacks; our errors name it
-            for name in ("milvus_lite.adapter.grpc.servicer", "pymilvus.decorators"):
-                logging.getLogger(name).setLevel(logging.CRITICAL)
         self.uri = uri
         self.page_size = page_size
         self._loaded: set[str] = set()
         self._meta_cache: dict[str, dict] = {}
         self._titles: dict[str, list[str]] = {}
         self.client = connect(uri, token, self.is_local)
+        if self.is_local:  # a damaged collection's files: Milvus Lite logs tracebacks; our errors name it
+            for name in ("milvus_lite.adapter.grpc.servicer", "pymilvus.decorators"):
+                logging.getLogger(name).setLevel(logging.CRITICAL)
 
     def close(self) -> None:
         """Close the client and, for Milvus Lite, release the directory lock for other processes."""
