@@ -88,6 +88,10 @@ def test_rows_made_under_other_settings_are_set_aside_not_reused(tmp_path, small
         run_evaluation(QUESTIONS[:1], ["naive"], seeded, tmp_path, progress=False)
     rows = read_rows(tmp_path / "results.jsonl")
     assert len(rows) == 10 and len({r["key"] for r in rows}) == 10   # the old rows stay, each under its key
+    kept = sorted(p.name for p in (tmp_path / "traces" / "set_aside").iterdir())
+    assert len(kept) == 7 and all(name.startswith("naive__q") for name in kept)   # and so do their traces
+    assert {r["key"] for r in rows} == {name.split(".")[1] for name in kept} | {
+        Result.load(p).settings["row_key"] for p in (tmp_path / "traces").glob("*.json")}
 
 
 def test_rows_written_before_rows_were_keyed_are_run_again(tmp_path, small_config, stub_runs):

@@ -361,8 +361,10 @@ def evaluate_one(question: EvalQuestion, spec: str, config: Config, ks: list[int
     row["missed"] = explain_misses(result, question.gold, max(ks), question.gold_kind)
     if trace_dir is not None:
         trace = trace_path(trace_dir, label, question.id)
+        result.settings["row_key"] = row["key"]
         try:
             trace_dir.mkdir(parents=True, exist_ok=True)
+            keep_earlier_trace(trace, row["key"])
             result.save(trace)
         except OSError as exc:  # a side write: the row is kept
             warnings.warn(f"the trace {trace} was not saved ({exc.strerror or exc}); the row is kept")
@@ -373,6 +375,21 @@ def evaluate_one(question: EvalQuestion, spec: str, config: Config, ks: list[int
         except Exception as exc:  # noqa: BLE001 - a failed verdict must not end the evaluation
             row["judge"], row["judge_reason"], row["judge_tokens"] = "no verdict", f"{type(exc).__name__}: {exc}", 0
     return row
+
+
+def keep_earlier_trace(trace: Path, key: str) -> None:
+    """Move a trace made under another row key (its row set aside) to ``set_aside/<name>.<its key>.json``
+    beside it, so that the run replacing the row does not overwrite it."""
+    if not trace.exists():
+        return
+    try:
+        earlier = json.loads(trace.read_text()).get("settings", {}).get("row_key") or "unkeyed"
+    except (json.JSONDecodeError, AttributeError):
+        earlier = "unreadable"
+    if earlier != key:
+        kept = trace.parent / "set_aside" / f"{trace.stem}.{earlier}.json"
+        kept.parent.mkdir(exist_ok=True)
+        trace.replace(kept)
 
 
 def read_rows(results_file: Path) -> list[dict]:
