@@ -94,7 +94,8 @@ def _ingest(args: argparse.Namespace) -> None:
 def knowledge_base(config: Config):
     """The vector store of ``config`` and its collections; a database with none (or not created yet, which
     is left uncreated) says to ingest first."""
-    from helpers.knowledge.vectorstore import check_local_path, open_store
+    from helpers.knowledge.milvus_client import check_local_path
+    from helpers.knowledge.vectorstore import open_store
     uri = config.vector_db.uri
     local = None if is_server_uri(uri) else config.resolve_path(uri)
     if local is not None:

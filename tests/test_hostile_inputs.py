@@ -19,7 +19,8 @@ import helpers.knowledge.ingest as ingest_module
 import helpers.strategies.registry as registry
 from helpers.config import load_config, with_overrides
 from helpers.errors import ConfigError, InputError, ModelNotFoundError, VectorStoreError
-from helpers.evaluation.harness import EvalQuestion, load_questions, read_rows, run_evaluation, safe_name
+from helpers.evaluation.harness import EvalQuestion, load_questions, read_rows, run_evaluation
+from helpers.evaluation.rows import safe_name
 from helpers.knowledge.embeddings import SentenceTransformerEmbedder
 from helpers.knowledge.ingest import ingest
 from helpers.knowledge.vectorstore import MilvusStore

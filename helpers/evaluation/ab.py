@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from helpers.config import Config
-from helpers.evaluation.harness import EvalQuestion, current_rows, run_evaluation, run_keys
+from helpers.evaluation.harness import EvalQuestion, run_evaluation
+from helpers.evaluation.rows import current_rows, run_keys
 from helpers.prompts import PromptSet, as_prompt_set
 
 MEASURES = ("em", "f1", "recall@5")

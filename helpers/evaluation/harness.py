@@ -26,48 +26,32 @@ never retrieved, retrieved then dropped by a step, or ranked below k.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import subprocess
 import time
 import traceback
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import BaseModel
 from tqdm.auto import tqdm
 
-from helpers.config import PROJECT_ROOT, Config, check_question_fits, with_overrides
-from helpers.errors import DeepSearchLabError, InputError, StructuredOutputError
+from helpers.config import PROJECT_ROOT, Config, check_question_fits
+from helpers.errors import InputError, StructuredOutputError
 from helpers.evaluation.oracle import ORACLE, run_oracle
 from helpers.evaluation.plots import plot_evaluation
 from helpers.evaluation.scoring import AnswerScore, score_answer
-from helpers.evaluation.specs import parse_strategy
+from helpers.evaluation.rows import (EvalQuestion, current_rows, keep_earlier_trace, model_hash, read_rows, row_key,
+                                     run_config_for, run_keys, trace_path)
+from helpers.evaluation.specs import parse_strategy  # noqa: F401 - the CLI and the notebooks import it from here
 from helpers.evaluation.summary import summarise, write_csv
 from helpers.knowledge.ingest import ingest, ingest_manifest
 from helpers.models.backend import cpu_name
 from helpers.models.llm import make_llm
-from helpers.models.model_files import CATALOGUE
 from helpers.prompts import PromptSet, as_prompt_set, fence, render
 from helpers.results import Result
 from helpers.strategies.registry import check_question, run_strategy
-
-
-@dataclass
-class EvalQuestion:
-    id: str
-    question: str
-    answer: str
-    aliases: list[str] = field(default_factory=list)
-    gold: list[str] = field(default_factory=list)  # titles (benchmarks) or source paths (Simpsons)
-    gold_kind: str = "title"                       # "title" or "source"
-    type: str = ""
-
-    @property
-    def answerable(self) -> bool:
-        return self.type != "unanswerable"
 
 
 # -- datasets -----------------------------------------------------------------------
@@ -206,23 +190,6 @@ def answer_matches(answer: str, question: EvalQuestion) -> bool:
     return score(answer, question).contains
 
 
-_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
-
-
-def safe_name(text: str) -> str:
-    """``text`` as a file name: itself when plain (letters, digits, ``_.-``, at most 100 characters, not
-    starting with a dot), else its plain characters and a hash of the whole, so no id can name a path."""
-    if _PLAIN_NAME.fullmatch(text):
-        return text
-    plain = re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip(".-")[:60]
-    return f"{plain}-{hashlib.sha256(text.encode()).hexdigest()[:12]}".lstrip("-")
-
-
-def trace_path(trace_dir: Path, label: str, question_id: str) -> Path:
-    """Where the evaluation keeps the trace of one strategy (``label``) on one question."""
-    return trace_dir / f"{label.replace(':', '-').replace('/', '-')}__{safe_name(question_id)}.json"
-
-
 def retrieved_keys(result: Result, kind: str) -> list[str]:
     """Distinct titles (or sources) in the order the run retrieved them."""
     keys = [s.title if kind == "title" else s.source for s in result.sources]
@@ -288,33 +255,6 @@ def explain_misses(result: Result, gold: list[str], k: int, kind: str = "title")
     return reasons
 
 
-def model_hash(config: Config) -> str | None:
-    """The sha256 (first 16 digits) the embedded default's GGUF file was verified against; None for others."""
-    gguf = CATALOGUE.get(config.llm.model) if config.llm.provider == "llamacpp" else None
-    return gguf.sha256[:16] if gguf else None
-
-
-# settings that do not change what a run answers (nor the row), left out of its key
-_NOT_IN_KEY = {"vector_db": True, "embedding": {"batch_size"},
-               "llm": {"threads", "prompt_cache_mb", "timeout_s", "api_key", "base_url"}}
-
-
-def run_config_for(spec: str, config: Config) -> tuple[str, str, Config]:
-    """The label, strategy name and configuration of one evaluation run of ``spec`` (short answers)."""
-    label, name, overrides = parse_strategy(spec)
-    return label, name, with_overrides(config, {"pipeline.answer": "short", **overrides})
-
-
-def row_key(question: EvalQuestion, label: str, run_config: Config, prompts: PromptSet, judge: bool) -> str:
-    """What a saved row depends on, as a short hash: the strategy, the question (id, text and gold), the
-    model and its hash, the seed and every other setting that changes the run, the edited prompts and
-    whether the judge was asked.  A row is reused only under the same key."""
-    what = {"strategy": label, "question": [question.id, question.question, question.answer, question.aliases,
-                                            question.gold], "model_sha256": model_hash(run_config),
-            "settings": run_config.model_dump(exclude=_NOT_IN_KEY), "prompts": prompts.versions(), "judge": judge}
-    return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
 def run_stamp(config: Config) -> dict:
     """What a result row needs to be compared later: the model (and, for the embedded default, the
     sha256 its GGUF file was verified against), its provider and seed, the commit, the CPU and the date."""
@@ -375,62 +315,6 @@ def evaluate_one(question: EvalQuestion, spec: str, config: Config, ks: list[int
         except Exception as exc:  # noqa: BLE001 - a failed verdict must not end the evaluation
             row["judge"], row["judge_reason"], row["judge_tokens"] = "no verdict", f"{type(exc).__name__}: {exc}", 0
     return row
-
-
-def keep_earlier_trace(trace: Path, key: str) -> None:
-    """Move a trace made under another row key (its row set aside) to ``set_aside/<name>.<its key>.json``
-    beside it, so that the run replacing the row does not overwrite it."""
-    if not trace.exists():
-        return
-    try:
-        earlier = json.loads(trace.read_text()).get("settings", {}).get("row_key") or "unkeyed"
-    except (json.JSONDecodeError, AttributeError):
-        earlier = "unreadable"
-    if earlier != key:
-        kept = trace.parent / "set_aside" / f"{trace.stem}.{earlier}.json"
-        kept.parent.mkdir(exist_ok=True)
-        trace.replace(kept)
-
-
-def read_rows(results_file: Path) -> list[dict]:
-    """The rows saved so far.  A last line torn by a crash is moved to ``<file>.torn`` (so the
-    row runs again) and a warning says so; a bad line elsewhere is an error naming it."""
-    if not results_file.exists():
-        return []
-    lines = results_file.read_text().splitlines()
-    rows = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            if number < len(lines):
-                raise DeepSearchLabError(f"{results_file}, line {number}: not a JSON row ({exc.msg}). "
-                                         "Delete that line (its run will be repeated) and re-run.") from exc
-            torn = results_file.with_suffix(".torn")
-            torn.write_text(line + "\n")
-            results_file.write_text("".join(f"{kept}\n" for kept in lines[:-1]))
-            warnings.warn(f"{results_file}: the last line was torn (an interrupted write); moved it to "
-                          f"{torn.name}, and that run will be repeated")
-    return rows
-
-
-def run_keys(questions: list[EvalQuestion], strategies: list[str], config: Config, prompts: PromptSet,
-             judge: bool = False) -> dict[tuple[str, str], str]:
-    """The ``row_key`` of every (strategy, question id) of a run."""
-    keys = {}
-    for spec in strategies:
-        label, _, run_config = run_config_for(spec, config)
-        keys.update({(spec, q.id): row_key(q, label, run_config, prompts, judge) for q in questions})
-    return keys
-
-
-def current_rows(results_file: Path, keys: dict[tuple[str, str], str]) -> list[dict]:
-    """The saved rows of a run (``run_keys``), each once: rows made under other settings are left out."""
-    wanted = set(keys.values())
-    rows = {row["key"]: row for row in read_rows(results_file) if row.get("key") in wanted}
-    return list(rows.values())
 
 
 def run_evaluation(questions: list[EvalQuestion], strategies: list[str], config: Config, out_dir: str | Path,

@@ -18,18 +18,15 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import re
-import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 
 import numpy as np
 
 from helpers.config import Config, is_server_uri
-from helpers.errors import DatabaseLockedError, EmbeddingMismatchError, VectorStoreError
+from helpers.errors import EmbeddingMismatchError, VectorStoreError
 from helpers.knowledge.embeddings import Embedder
+from helpers.knowledge.milvus_client import collection_errors, connect, is_damage, readable_collections
 from helpers.knowledge.store import CollectionInfo
 from helpers.results import Hit
 
@@ -41,24 +38,6 @@ TEXT_MAX = 8192  # UTF-8 bytes of the text field
 FIELD_MAX = 512  # UTF-8 bytes of the source, title and section fields
 META_PROPERTY = "deepsearch.meta"  # collection property: description, embedding model, dimension
 OUTPUT_FIELDS = ["text", "source", "title", "section", "chunk_index"]
-_LOCAL_GRPC = {"grpc.keepalive_time_ms": 2**31 - 1, "grpc.keepalive_permit_without_calls": False}
-
-
-def lock_holders(path: Path) -> list[str]:
-    """PIDs (and command lines) of other processes with files open under ``path``."""
-    holders = []
-    for proc in Path("/proc").glob("[0-9]*"):
-        if proc.name == str(os.getpid()):
-            continue
-        try:
-            for fd in (proc / "fd").iterdir():
-                if str(os.readlink(fd)).startswith(str(path)):
-                    cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-                    holders.append(f"pid {proc.name} ({cmd[:80]})")
-                    break
-        except OSError:
-            continue
-    return holders
 
 
 def clip(value: str, limit: int = FIELD_MAX) -> str:
@@ -106,52 +85,26 @@ def check_collection_name(name: str) -> None:
             "e.g. 'simpsons_characters'.")
 
 
-def check_local_path(path: Path) -> None:
-    """Refuse a Milvus Lite path that cannot hold a database, saying what to do."""
-    fix = "Set DSL_MILVUS_URI (or vector_db.uri) to a path such as data/milvus/deepsearch.db."
-    if not path.name.endswith(".db"):
-        raise VectorStoreError(f"the Milvus Lite path {path} must end in .db (Milvus Lite creates a directory "
-                               f"of that name). {fix}")
-    resolved = path.resolve()
-    if len(resolved.parts) > 1 and resolved.parts[1] in ("proc", "sys", "dev"):
-        raise VectorStoreError(f"the Milvus Lite path {path} is under /{resolved.parts[1]}, a system file system "
-                               f"where no database can be stored. {fix}")
-    if resolved.exists() and not resolved.is_dir():
-        raise VectorStoreError(f"the Milvus Lite path {path} is an existing file, not a database directory: "
-                               f"move that file away or choose another path. {fix}")
+def collection_schema(client, dimension: int) -> tuple:
+    """The schema (a dense vector of ``dimension``, text with its BM25 sparse vector, the metadata fields
+    within their limits) and the index parameters of every collection."""
+    from pymilvus import DataType, Function, FunctionType
 
-
-def connect(uri: str, token: str, is_local: bool):
-    """A ``MilvusClient`` for ``uri`` (a Milvus Lite directory, created if needed, or a server); a
-    locked or unreachable database says what to do."""
-    from pymilvus import MilvusClient
-
-    if is_local:
-        check_local_path(Path(uri))
-        try:
-            Path(uri).parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise VectorStoreError(f"cannot create the folder of the Milvus Lite database {uri}: {exc}. "
-                                   "Choose a writable path with DSL_MILVUS_URI (or vector_db.uri).") from exc
-    try:
-        # the client pings every 10 s by default, which the embedded server refuses
-        # ("too_many_pings" lines on stderr mid-run); a local server needs no keepalive
-        options = {"grpc_options": _LOCAL_GRPC} if is_local else {}
-        return MilvusClient(uri=uri, token=token, **options)
-    except Exception as exc:  # pymilvus wraps the cause in several exception types
-        text = str(exc)
-        holders = lock_holders(Path(uri).resolve()) if is_local else []
-        if holders or "lock" in text.lower():
-            holders = ", ".join(holders) or "another process"
-            raise DatabaseLockedError(
-                f"the Milvus Lite database {uri} is locked by {holders}. Milvus Lite allows one "
-                "process per directory: close the other notebook kernel or program, use another "
-                "path (vector_db.uri / MILVUS_URI), or share it through server mode "
-                f"(`milvus-lite server --data-dir {uri} --port 19530`, then "
-                "MILVUS_URI=http://127.0.0.1:19530).") from exc
-        fix = ("Start the Milvus server at that address, or unset MILVUS_URI to use the Milvus Lite directory "
-               "(vector_db.uri)" if not is_local else "Check the path, or choose another with DSL_MILVUS_URI")
-        raise VectorStoreError(f"cannot open the vector database at {uri}: {text}. {fix}") from exc
+    schema = client.create_schema(auto_id=False)
+    schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=64)
+    schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dimension)
+    schema.add_field("text", DataType.VARCHAR, max_length=TEXT_MAX, enable_analyzer=True)
+    schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
+    for field in ("source", "title", "section"):
+        schema.add_field(field, DataType.VARCHAR, max_length=FIELD_MAX)
+    schema.add_field("chunk_index", DataType.INT64)
+    schema.add_field("content_hash", DataType.VARCHAR, max_length=64)
+    schema.add_function(Function(name="bm25", function_type=FunctionType.BM25,
+                                 input_field_names=["text"], output_field_names=["sparse"]))
+    index = client.prepare_index_params()
+    index.add_index("vector", index_type="HNSW", metric_type="COSINE")
+    index.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
+    return schema, index
 
 
 class MilvusStore:
@@ -171,9 +124,6 @@ class MilvusStore:
         self._meta_cache: dict[str, dict] = {}
         self._titles: dict[str, list[str]] = {}
         self.client = connect(uri, token, self.is_local)
-        if self.is_local:  # a damaged collection's files: Milvus Lite logs tracebacks; our errors name it
-            for name in ("milvus_lite.adapter.grpc.servicer", "pymilvus.decorators"):
-                logging.getLogger(name).setLevel(logging.CRITICAL)
 
     def close(self) -> None:
         """Close the client and, for Milvus Lite, release the directory lock for other processes."""
@@ -183,29 +133,6 @@ class MilvusStore:
             server_manager_instance.release_server(self.uri)
 
     # collections ---------------------------------------------------------
-    def _is_damage(self, name: str, exc: Exception) -> bool:
-        """Whether ``exc`` is a file of collection ``name`` that Milvus Lite cannot read (truncated, damaged)."""
-        return self.is_local and f"{os.sep}collections{os.sep}{name}{os.sep}" in str(exc)
-
-    def _damaged(self, name: str, exc: Exception) -> VectorStoreError:
-        reason = str(getattr(exc, "message", "") or exc).split(": ", 1)[-1][:200]
-        return VectorStoreError(
-            f"collection '{name}' of the Milvus Lite database {self.uri} is damaged ({reason}); the other "
-            f"collections stay usable. Rebuild it: `python -m helpers ingest --collection {name} --force` (a "
-            f"knowledge-base collection) or `python -m helpers ingest SOURCES --collection {name} --force`.")
-
-    @contextmanager
-    def _using(self, name: str, doing: str) -> Iterator[None]:
-        """Library errors while ``doing`` something to collection ``name`` as the project's, a damaged one named."""
-        try:
-            yield
-        except VectorStoreError:
-            raise
-        except Exception as exc:  # pymilvus raises several types (MilvusException, ParamError, ...)
-            if self._is_damage(name, exc):
-                raise self._damaged(name, exc) from exc
-            raise VectorStoreError(f"cannot {doing} collection '{name}': {exc}") from exc
-
     def list_collections(self) -> list[str]:
         """The collections; in Milvus Lite, one whose files are damaged is left out, with a warning naming it."""
         try:
@@ -213,21 +140,14 @@ class MilvusStore:
         except Exception:  # Milvus Lite lists by opening every collection: one damaged one fails the list
             if not self.is_local:
                 raise
-        names = []
-        for folder in sorted((Path(self.uri) / "collections").iterdir()):
-            try:
-                self.client.has_collection(folder.name)
-                names.append(folder.name)
-            except Exception as exc:  # noqa: BLE001 - damaged: said, and the others are used
-                warnings.warn(str(self._damaged(folder.name, exc)), stacklevel=2)
-        return names
+        return readable_collections(self.client, self.uri)
 
     def has_collection(self, name: str) -> bool:
         """Whether ``name`` exists (a damaged one does, so that it can be dropped and rebuilt)."""
         try:
             return self.client.has_collection(name)
         except Exception as exc:
-            if self._is_damage(name, exc):
+            if is_damage(self.is_local, name, exc):
                 return True
             raise VectorStoreError(f"cannot check collection '{name}': {exc}") from exc
 
@@ -243,7 +163,7 @@ class MilvusStore:
             if not self.has_collection(name):
                 raise VectorStoreError(f"collection '{name}' does not exist; known: "
                                        f"{', '.join(self.list_collections()) or 'none'}. Ingest it first.")
-            with self._using(name, "describe"):
+            with collection_errors(self.uri, self.is_local, name, "describe"):
                 properties = self.client.describe_collection(name).get("properties", {})
             try:
                 self._meta_cache[name] = json.loads(properties.get(META_PROPERTY) or "{}")
@@ -253,7 +173,7 @@ class MilvusStore:
 
     def info(self, name: str) -> CollectionInfo:
         meta = self._meta(name)
-        with self._using(name, "count the rows of"):
+        with collection_errors(self.uri, self.is_local, name, "count the rows of"):
             self._ensure_loaded(name)
             count = self.client.query(name, filter="", output_fields=["count(*)"])[0]["count(*)"]
         return CollectionInfo(name, meta.get("description", ""), meta.get("embedding_model", "unknown"),
@@ -263,24 +183,8 @@ class MilvusStore:
         return [self.info(name) for name in self.list_collections()]
 
     def create_collection(self, name: str, description: str, embedder: Embedder) -> None:
-        from pymilvus import DataType, Function, FunctionType
-
         check_collection_name(name)
-
-        schema = self.client.create_schema(auto_id=False)
-        schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=64)
-        schema.add_field("vector", DataType.FLOAT_VECTOR, dim=embedder.dimension)
-        schema.add_field("text", DataType.VARCHAR, max_length=TEXT_MAX, enable_analyzer=True)
-        schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
-        for field in ("source", "title", "section"):
-            schema.add_field(field, DataType.VARCHAR, max_length=FIELD_MAX)
-        schema.add_field("chunk_index", DataType.INT64)
-        schema.add_field("content_hash", DataType.VARCHAR, max_length=64)
-        schema.add_function(Function(name="bm25", function_type=FunctionType.BM25,
-                                     input_field_names=["text"], output_field_names=["sparse"]))
-        index = self.client.prepare_index_params()
-        index.add_index("vector", index_type="HNSW", metric_type="COSINE")
-        index.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
+        schema, index = collection_schema(self.client, embedder.dimension)
         meta = {"description": description, "embedding_model": embedder.name, "dimension": embedder.dimension}
         self.client.create_collection(name, schema=schema, index_params=index,
                                       properties={META_PROPERTY: json.dumps(meta)})
@@ -313,7 +217,7 @@ class MilvusStore:
     # rows ------------------------------------------------------------------
     def existing_ids(self, name: str, ids: list[str]) -> set[str]:
         found: set[str] = set()
-        with self._using(name, "read the ids of"):
+        with collection_errors(self.uri, self.is_local, name, "read the ids of"):
             self._ensure_loaded(name)
             for start in range(0, len(ids), 500):
                 batch = ids[start:start + 500]
@@ -334,7 +238,7 @@ class MilvusStore:
         """Every row of ``name`` (or only those of ``source``, or those passing the filter ``where``),
         read ``page_size`` rows per call."""
         which = f"the rows of source {source!r} of" if source is not None else "the rows of"
-        with self._using(name, f"read {which}"):
+        with collection_errors(self.uri, self.is_local, name, f"read {which}"):
             self._ensure_loaded(name)
             pages = self.client.query_iterator(name, batch_size=self.page_size, output_fields=fields,
                                                filter=source_filter(source) if source is not None else where)
@@ -382,12 +286,12 @@ class MilvusStore:
         from pymilvus import AnnSearchRequest, RRFRanker, WeightedRanker
 
         self.check_embedder(name, embedder)
-        with self._using(name, "load"):
+        with collection_errors(self.uri, self.is_local, name, "load"):
             self._ensure_loaded(name)
         if vector is None:
             vector = embedder.embed([query])[0].tolist()
         if mode == "dense":
-            with self._using(name, "search"):
+            with collection_errors(self.uri, self.is_local, name, "search"):
                 results = self.client.search(name, data=[vector], anns_field="vector", limit=k,
                                              output_fields=OUTPUT_FIELDS, search_params={"metric_type": "COSINE"})
             return [stored_hit(name, row, row["distance"]) for row in results[0]]
@@ -396,7 +300,7 @@ class MilvusStore:
             AnnSearchRequest(data=[query], anns_field="sparse", param={"metric_type": "BM25"}, limit=k * 2),
         ]
         fusion = RRFRanker(60) if ranker == "rrf" else WeightedRanker(*weights)
-        with self._using(name, "search"):
+        with collection_errors(self.uri, self.is_local, name, "search"):
             results = self.client.hybrid_search(name, requests, fusion, limit=k,
                                                 output_fields=[*OUTPUT_FIELDS, "vector"])
         query_unit = _unit(vector)

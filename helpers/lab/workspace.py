@@ -142,7 +142,8 @@ def copy_prepared_knowledge_base(config: Config, target: Path, progress: bool = 
 
 def _refresh_notebook_db(config: Config, target: Path, progress: bool) -> str | None:
     """Seed a missing per-notebook database; rebuild one made from other files, settings or code."""
-    from helpers.knowledge.vectorstore import close_store, lock_holders
+    from helpers.knowledge.milvus_client import lock_holders
+    from helpers.knowledge.vectorstore import close_store
 
     stamp = target.with_suffix(".fingerprint")
     key = _kb_fingerprint(config)
