@@ -191,39 +191,42 @@ def test_a_saved_prompt_reaches_the_lab_prompt_set(monkeypatch, tmp_path, capsys
 
     monkeypatch.setenv(PROMPTS_ENV, str(tmp_path / "lab.json"))
     assert prompts_file() == tmp_path / "lab.json" and lab_prompts().edited == {}
-    save_prompt("decompose", "Split $question into parts.")
+    save_prompt("decompose", "Split $question into $max_subqueries parts ($topics).")
     editor = display.prompt_editor(get_prompt("reflect"), lambda text: None, save=lambda t: save_prompt("reflect", t))
-    editor.children[0].value = "Find what is missing for $question."
+    editor.children[0].value = "Find what is missing for $question: $subqueries $findings"
     save_button = editor.children[1].children[1]
     assert save_button.description == "Save prompt"
     save_button.click()
-    assert lab_prompts().edited == {"decompose": "Split $question into parts.",
-                                    "reflect": "Find what is missing for $question."}
+    assert lab_prompts().edited == {"decompose": "Split $question into $max_subqueries parts ($topics).",
+                                    "reflect": "Find what is missing for $question: $subqueries $findings"}
     assert lab_prompts().version("reflect") != prompt_version("reflect")
 
     browser = display.prompt_browser(["chain_read", "reflect"])   # every prompt of a step, e.g. in notebook 10
     choice, text = browser.children[0], browser.children[1]
     save, differences, forget, shipped = browser.children[2].children
     choice.value = "reflect"
-    assert text.value == "Find what is missing for $question."      # the saved edit, not the shipped file
-    assert "+Find what is missing for $question." in display.prompt_diff("reflect", text.value)
+    assert text.value == "Find what is missing for $question: $subqueries $findings"      # the saved edit, not the shipped file
+    assert "+Find what is missing for $question: $subqueries $findings" in display.prompt_diff("reflect", text.value)
     differences.click()
     assert "reflect (shipped)" in capsys.readouterr().out          # printed into the output area in a notebook
     shipped.click()
     assert text.value == get_prompt("reflect") and "the same as the shipped text" in display.prompt_diff(
         "reflect", text.value)
     choice.value = "chain_read"
-    text.value = "Read $question again."
+    text.value = "Read $passages again for $step."
     save.click()
-    assert lab_prompts().edited["chain_read"] == "Read $question again." and len(lab_prompts().edited) == 3
+    assert lab_prompts().edited["chain_read"] == "Read $passages again for $step." and len(lab_prompts().edited) == 3
     forget.click()                                                   # the saved chain_read edit goes
     assert "chain_read" not in lab_prompts().edited and len(lab_prompts().edited) == 2
 
     named = display.prompt_editor(None, lambda text: None, name="decompose")  # an editor that knows its prompt
-    assert named.children[0].value == "Split $question into parts."   # starts from the lab's saved edit
-    named.children[0].value = "Split $question in two."
+    assert named.children[0].value == "Split $question into $max_subqueries parts ($topics)."   # starts from the lab's saved edit
+    named.children[0].value = "Split $question in two ($max_subqueries, $topics)."
     named.children[1].children[1].click()
-    assert lab_prompts().edited["decompose"] == "Split $question in two."
+    assert lab_prompts().edited["decompose"] == "Split $question in two ($max_subqueries, $topics)."
+    named.children[0].value = "Split $question."                      # placeholders left out: said, not saved
+    named.children[1].children[1].click()
+    assert lab_prompts().edited["decompose"] == "Split $question in two ($max_subqueries, $topics)."
 
 
 def test_every_recorded_call_is_counted_for_the_cost_check():
