@@ -6,11 +6,14 @@ import json
 import os
 import sys
 import warnings
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from helpers.config import FAST_OVERRIDES, PROJECT_ROOT, Config, check_question_fits, is_server_uri, load_config
 from helpers.errors import DeepSearchLabError, InputError, VectorStoreError
 from helpers.prompts import PromptSet
+
+if TYPE_CHECKING:
+    from helpers.knowledge.vectorstore import MilvusStore
 
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable]] = {}
 
@@ -76,7 +79,8 @@ def _ingest(args: argparse.Namespace) -> None:
     if not args.sources:
         known = [entry["name"] for entry in read_manifest()]
         if args.description or (args.collection and args.collection not in known):
-            raise InputError(f"no sources given for --collection {args.collection or '(none)'}: name the files, "
+            given = f"--collection {args.collection}" if args.collection else "--description"
+            raise InputError(f"no sources given for {given}: name the files, "
                              f"folders or URLs to ingest (`python -m helpers ingest docs/ --collection NAME "
                              f"--description ...`); without sources only the collections of {MANIFEST.name} are "
                              f"ingested ({', '.join(known)}), each with its own description")
@@ -91,7 +95,7 @@ def _ingest(args: argparse.Namespace) -> None:
         print(report.summary())
 
 
-def knowledge_base(config: Config):
+def knowledge_base(config: Config) -> tuple[MilvusStore, list[str]]:
     """The vector store of ``config`` and its collections; a database with none (or not created yet, which
     is left uncreated) says to ingest first."""
     from helpers.knowledge.milvus_client import check_local_path
