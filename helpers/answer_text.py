@@ -22,6 +22,7 @@ _OPENERS = re.compile(r"^(is|are|was|were|do|does|did|has|have|had|can|could|wil
 _OR = re.compile(r"\s+or\s+")
 _AND = re.compile(r"\s+and\s+")
 _AMONG = re.compile(r"\b(?:out of|between)\s+(.+)$")
+_ASKS_WHICH = re.compile(r"^(which|who|whose|whom)\b", re.IGNORECASE)
 # small words a name may hold in lower case ("House of Orange", "Ludwig van Beethoven")
 NAME_LINKS = {"of", "the", "and", "de", "del", "della", "di", "da", "du", "des", "la", "le", "von", "van", "der",
               "den", "y", "bin", "ibn", "mac", "al", "&", "-"}
@@ -73,29 +74,49 @@ def said_about(answer: str, names: list[str], fits: Callable[[str], bool] = lamb
 
 
 def question_options(question: str) -> list[str]:
-    """The two options an "A or B" question offers, as it writes them; [] when it offers none.
+    """The options an "A or B" (or "A, B or C") question offers, as it writes them, without a
+    descriptor before a name ("the composer Ann Lee" -> "Ann Lee"); [] when it offers none.
 
     After a comma or colon ("Which film came out first, Blind Shaft or The Mask?"; the first comma
     whose rest splits in two, so a name may hold a comma: "Who lived longer, Sir Thomas Wheate,
-    1st Baronet or Ann Lee?"), after "out of" or "between" in a question that is not a yes/no one ("Who was born first
-    out of Ann Lee and Bob Roe?"), or between a yes/no opener and the rest ("Was Ann Lee or Bob Roe
-    born first?": the second name ends before its first lower-case word)."""
+    1st Baronet or Ann Lee?"; "the Nile, the Amazon or the Yangtze" and "A, B, or C" are three), after "out of" or
+    "between" in a question that asks which or who ("Who was born first out of Ann Lee and Bob
+    Roe?", not "What is the distance between Paris and Rome?"), or between a yes/no opener and the
+    rest ("Was Ann Lee or Bob Roe born first?": the second name ends before its first lower-case
+    word; "Is the director of Jaws American or British?": the first is as long as the second)."""
     body = question.strip().rstrip("?").strip()
     for mark in re.finditer(r"[,:]\s*", body):
-        parts = [p.strip() for p in _OR.split(body[mark.end():])]
+        parts = [p.strip(" ,") for p in _OR.split(body[mark.end():])]
         if len(parts) == 2 and all(parts):
-            return parts
+            listed = [p.strip() for p in parts[0].split(", ")]
+            # a list, not a name holding a comma: "A, B, or C", or every item opens with "the"
+            many = len(listed) > 1 and (", or " in body[mark.end():] or all(
+                p.startswith("the ") for p in [*listed, parts[1]]))
+            return _names([*listed, parts[1]] if many else parts)
     opener = _OPENERS.match(body)
-    among = None if opener else _AMONG.search(body)
+    among = None if opener or not _ASKS_WHICH.match(body) else _AMONG.search(body)
     if among and len(parts := _AND.split(among.group(1))) == 2:
-        return [p.strip() for p in parts]
+        return _names(parts)
     parts = _OR.split(body[opener.end():]) if opener else []
     if len(parts) != 2:
         return []
     words = parts[1].split()
     name = next((i for i, w in enumerate(words) if i and w[0].islower() and w not in NAME_LINKS), len(words))
-    options = [parts[0].strip(), " ".join(words[:name])]
-    return options if all(options) else []
+    first = parts[0].split()
+    if any(w[0].islower() and w not in NAME_LINKS for w in first) and len(first) > name:
+        first = first[-name:]  # a description, then the option: as many words as the second
+    options = [" ".join(first), " ".join(words[:name])]
+    return _names(options) if all(options) else []
+
+
+def _names(options: list[str]) -> list[str]:
+    """Each option without lower-case words before its name ("the composer Ann Lee" -> "Ann Lee")."""
+    named = []
+    for option in (o.strip() for o in options):
+        words = option.split()
+        start = next((i for i, w in enumerate(words) if w[:1].isupper() or w[:1].isdigit()), 0)
+        named.append(" ".join(words[start:]) if start and len(words) > start else option)
+    return named
 
 
 def is_yes_no_question(question: str) -> bool:
@@ -141,21 +162,6 @@ _MONTHS = {m: n for n, m in enumerate(("january february march april may june ju
                                        "november december").split(), start=1)}
 _DAY_MONTH_YEAR = re.compile(r"\b(\d{1,2})\s+([A-Za-z]+)\.?,?\s+(\d{3,4})\b")
 _MONTH_DAY_YEAR = re.compile(r"\b([A-Za-z]+)\.?\s+(\d{1,2}),?\s+(\d{3,4})\b")
-_MONTH_YEAR = re.compile(r"\b([A-Za-z]+)\.?,?\s+(\d{3,4})\b")
-_YEAR = re.compile(r"\b(\d{3,4})\b")
-
-
-def parse_date(text: str) -> tuple[int, int, int] | None:
-    """The first date a text writes, as (year, month, day); 0 for a part it leaves out
-    ("20 March 851" -> (851, 3, 20), "December 8, 1982" -> (1982, 12, 8), "1957" -> (1957, 0, 0))."""
-    for pattern, order in ((_DAY_MONTH_YEAR, "dmy"), (_MONTH_DAY_YEAR, "mdy"), (_MONTH_YEAR, "my")):
-        for match in pattern.finditer(text):
-            parts = dict(zip(order, match.groups()))
-            month = _MONTHS.get(parts["m"].lower())
-            if month:
-                return int(parts["y"]), month, int(parts.get("d", 0))
-    match = _YEAR.search(text)
-    return (int(match.group(1)), 0, 0) if match else None
 
 
 def _full_dates(text: str):
@@ -205,15 +211,3 @@ def wants_earlier(question: str) -> bool | None:
     False for the later one ("died later", "younger"), None when it says neither (or both)."""
     earlier, later = bool(_EARLIER.search(question)), bool(_LATER.search(question))
     return earlier if earlier != later else None
-
-
-def earliest_or_latest(dates: dict[str, tuple[int, int, int]], earlier: bool) -> str | None:
-    """The key whose date comes first (``earlier``) or last; None when two dates cannot be told apart
-    (the same date, or the same year where one gives only the year)."""
-    ordered = sorted(dates.items(), key=lambda item: item[1], reverse=not earlier)
-    if len(ordered) < 2:
-        return None
-    (best, a), (_, b) = ordered[0], ordered[1]
-    if a == b or (a[0] == b[0] and 0 in (a[1], b[1])):
-        return None
-    return best

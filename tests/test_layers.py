@@ -6,7 +6,8 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "helpers"
 LAYERS = [  # lowest first, as listed in helpers/__init__.py
-    {"helpers.config", "helpers.errors", "helpers.files", "helpers.prompts", "helpers.answer_text"},
+    {"helpers.config", "helpers.errors", "helpers.files", "helpers.prompts", "helpers.answer_text",
+     "helpers.values"},
     {"helpers.models"},
     {"helpers.results"},
     {"helpers.knowledge"},

@@ -21,14 +21,15 @@ import re
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from helpers.answer_text import (answer_choices, date_as_written, earliest_or_latest, is_yes_no_question, normalise,
-                                 parse_date, question_options, wants_earlier)
+from helpers.answer_text import (answer_choices, date_as_written, is_yes_no_question, normalise, question_options,
+                                 wants_earlier)
 from helpers.errors import BudgetExceededError, StructuredOutputError
 from helpers.knowledge.retrieval import fit_chunks, numbered_chunks
 from helpers.models.llm import LLM
 from helpers.prompts import PromptSet, as_prompt_set, prompt_version, render
 from helpers.results import CITATION, Hit, TraceStep, hit_summary, traced
 from helpers.strategies.reports import answer_schema, cite_marks, clean_text
+from helpers.values import Date, extreme, parse_date
 
 NOT_FOUND = "not found"  # the short answer when nothing answers the question
 FACTS_TOKENS = 220  # room for the facts and the answer; the answer is read at temperature 0
@@ -51,10 +52,9 @@ def tidy_answer(answer: str, question: str, facts: str = "", sources: Sequence[s
     sentence that holds the answer (asked which film's director died first, a small model often
     answers with the director); a date written as the ``sources`` (passage texts) write it.  A bare
     "yes" or "no" to a question that asks neither ("Why did Ann die?") is no answer: "not found"."""
-    text = " ".join(CITATION.sub("", answer).split()).strip(" .;:,*\"'`")
+    text = plain_answer(answer, sources)
     if not text:
         return text
-    text = date_as_written(text, list(sources))
     if is_yes_no_question(question):
         first = normalise(text).split()[:1]
         if first in (["yes"], ["no"]):
@@ -74,6 +74,13 @@ def tidy_answer(answer: str, question: str, facts: str = "", sources: Sequence[s
     return text
 
 
+def plain_answer(answer: str, sources: Sequence[str] = ()) -> str:
+    """The answer without citation marks, quotes or a closing full stop, a date written as the
+    ``sources`` (passage texts) write it."""
+    text = " ".join(CITATION.sub("", answer).split()).strip(" .;:,*\"'`")
+    return date_as_written(text, list(sources)) if text else text
+
+
 def option_by_dates(question: str, facts: str) -> str | None:
     """The option a "which came first / who was born later" question asks for, decided by the date
     the ``facts`` give each option (in the clauses that name that option alone), not by the model:
@@ -82,14 +89,15 @@ def option_by_dates(question: str, facts: str) -> str | None:
     earlier, options = wants_earlier(question), question_options(question)
     if earlier is None or len(options) != 2 or is_yes_no_question(question):
         return None
-    dates: dict[str, set[tuple[int, int, int]]] = {option: set() for option in options}
+    dates: dict[str, set[Date]] = {option: set() for option in options}
     for clause in _CLAUSE.split(CITATION.sub("", facts)):
         named = _options_named(clause, options)
         if len(named) == 1 and (date := parse_date(re.sub(re.escape(named[0]), " ", clause, flags=re.IGNORECASE))):
             dates[named[0]].add(date)
     if any(len(found) != 1 for found in dates.values()):
         return None
-    return earliest_or_latest({option: found.pop() for option, found in dates.items()}, earlier)
+    best = extreme([found.pop() for found in dates.values()], earlier)
+    return None if best is None else options[best]
 
 
 def _options_named(text: str, options: list[str]) -> list[str]:
@@ -98,15 +106,18 @@ def _options_named(text: str, options: list[str]) -> list[str]:
 
 
 def read_short_answer(llm: LLM, question: str, hits: list[Hit], max_chunks: int = 12, step: str = "answer",
-                      prompts: PromptSet | Mapping[str, str] | None = None) -> tuple[ShortAnswer, list[Hit], TraceStep]:
+                      prompts: PromptSet | Mapping[str, str] | None = None,
+                      choices: list[str] | None = None) -> tuple[ShortAnswer, list[Hit], TraceStep]:
     """The short answer to ``question`` from ``hits`` (best first, as many as fit), its facts as the
     explanation, the hits shown, and the trace.  With no hit, no call is made ("not found"); a reply
-    that stays invalid after the retries is answered from a free-text call (``answer_naive``)."""
+    that stays invalid after the retries is answered from a free-text call (``answer_naive``).
+    ``choices`` (the chain's plan gives them) replace what the question's wording offers
+    (``answer_choices``, the one-call strategies' reading)."""
     prompts = as_prompt_set(prompts)
     trace: list[TraceStep] = []
     with traced(trace, llm.ledger, step, question=question, candidates=len(hits)) as entry:
         if hits:
-            answer, explanation, used = _read(llm, question, hits, max_chunks, step, prompts, entry)
+            answer, explanation, used = _read(llm, question, hits, max_chunks, step, prompts, entry, choices)
         else:
             entry.notes.append("nothing was found to read; no model call")
             answer, explanation, used = NOT_FOUND, "The search found no passage to answer from.", []
@@ -115,7 +126,7 @@ def read_short_answer(llm: LLM, question: str, hits: list[Hit], max_chunks: int 
 
 
 def _read(llm: LLM, question: str, hits: list[Hit], max_chunks: int, step: str, prompts: PromptSet,
-          entry: TraceStep) -> tuple[str, str, list[Hit]]:
+          entry: TraceStep, choices: list[str] | None) -> tuple[str, str, list[Hit]]:
     template = prompts.template("answer_structured")
     skeleton = render("answer_structured", template, question=question, sources="")
     used, notes = fit_chunks(llm, hits, skeleton, reserve=FACTS_TOKENS + 64, max_chunks=max_chunks)
@@ -128,7 +139,8 @@ def _read(llm: LLM, question: str, hits: list[Hit], max_chunks: int, step: str, 
                                                          sources=sources)}]
     entry.kept = [hit_summary(h) for h in used]
     try:
-        reply = llm.structured(entry.messages, answer_schema(len(used), answer_choices(question)), step=step,
+        allowed = answer_choices(question) if choices is None else choices
+        reply = llm.structured(entry.messages, answer_schema(len(used), allowed), step=step,
                                max_tokens=FACTS_TOKENS, temperature=0.0)
         entry.raw = reply.raw
         facts, said = clean_text(reply.value.facts), clean_text(reply.value.answer)
@@ -140,10 +152,12 @@ def _read(llm: LLM, question: str, hits: list[Hit], max_chunks: int, step: str, 
                                                              question=question, sources=sources)}]
         entry.raw = explanation = llm.chat(entry.messages, step=step).strip()
         said = re.split(r"(?<=[.!?])\s", explanation, maxsplit=1)[0]
-    answer = tidy_answer(said, question, explanation, [h.text for h in used]) or NOT_FOUND
+    texts = [h.text for h in used]
+    answer = (tidy_answer(said, question, explanation, texts) if choices is None else
+              plain_answer(said, texts)) or NOT_FOUND
     if answer != said:
         entry.notes.append(f"answer tidied: {said!r} -> {answer!r}")
-    if (decided := option_by_dates(question, explanation)) is not None and decided != answer:
+    if choices is None and (decided := option_by_dates(question, explanation)) is not None and decided != answer:
         entry.notes.append(f"the dates the facts give each option decide the comparison: {answer!r} -> {decided!r}")
         answer = decided
     return answer, explanation, used
