@@ -18,7 +18,8 @@ from helpers.models.llm import LLM, Budget
 from helpers.results import Hit
 from helpers.strategies.chain import Program, Step, run_chain
 from helpers.strategies.chain.operators import run_operator
-from helpers.strategies.chain.program import check_program, choices, root_option, tidy_program, wanted
+from helpers.strategies.chain.program import (check_program, check_structure, choices, one_lookup, root_option,
+                                              tidy_program, wanted)
 from helpers.strategies.chain.read import asked_kind, fits_kind
 from helpers.strategies.evidence import EvidenceLog
 from helpers.strategies.naive import run_naive
@@ -126,7 +127,7 @@ def test_a_program_is_checked_for_what_its_schema_cannot_say():
     problems = "\n".join(check_program(bad, 8))
     assert "step 1 (lookup) refers to a step that does not come before it" in problems
     assert "step 2 (lookup) asks who or what Ann is" in problems
-    assert "step 3 (lookup) is about #1 but its question does not name it" in problems
+    assert "step 3 (lookup)" not in problems             # a subject #1 its question leaves unnamed may run
     assert "step 4 (age) needs 2 inputs, got 1" in problems
     assert "step 5 (before) needs a date from step 2, which asks for a person" in problems
     assert "step 6 (most) needs a number from step 1, which asks for a date" in problems
@@ -135,6 +136,9 @@ def test_a_program_is_checked_for_what_its_schema_cannot_say():
                         op("earliest", "#1", "#2"), options=("Film A", "Film B"))
     assert check_program(one_sided, 8) == ["no input of the earliest step is about the option 'Film B'"]
     assert check_program(program(), 8) == ["the program has no step"]
+    assert check_structure(one_sided, 8) == [] and check_structure(bad, 8) == [   # what stops a step from running
+        "step 1 (lookup) refers to a step that does not come before it", "step 4 (age) needs 2 inputs, got 1",
+        "step 7 (earliest): every input must be a step number like #1"]
 
 
 def test_what_a_step_asks_for_is_read_from_its_first_words():
@@ -227,17 +231,21 @@ def test_a_yes_no_question_is_checked_in_code_or_answered_yes_or_no(simpsons_kb)
     assert result.short_answer == "yes"
 
 
-def test_a_program_with_problems_is_asked_again_with_the_reasons_then_cut_to_its_valid_start(simpsons_kb):
-    bad = plan(lookup("D'oh", "Which character says D'oh?"), lookup("#1", "Who voices him?"))
+def test_a_program_with_problems_is_asked_again_with_the_reasons_then_run_or_cut_to_what_can_run(simpsons_kb):
+    bad = plan(lookup("D'oh", "Which character says D'oh?"), lookup("#1", "Who is #1?"))
     script = {**TWO_HOPS, "plan": Seq(bad, TWO_HOPS["plan"])}
     result, backend = chain_run(simpsons_kb, script)
     assert backend.steps() == ["plan", "plan", "read", "read"]
-    assert "is about #1 but its question does not name it" in backend.calls_for("plan")[1]["messages"][-1]["content"]
+    assert "asks who or what #1 is, which is no fact" in backend.calls_for("plan")[1]["messages"][-1]["content"]
     assert result.short_answer == "Dan Castellaneta"
-    script = {**TWO_HOPS, "plan": bad, "read": {"answer": "Homer Simpson"}}
+    script = {**TWO_HOPS, "plan": bad}
     result, backend = chain_run(simpsons_kb, script)
+    assert len(result.steps("plan")[0].parsed["steps"]) == 2 and "run as it is" in result.steps("plan")[0].notes[-1]
+    broken = plan(lookup("D'oh", "Which character says D'oh?"), lookup("#3", "Who voices #3?"))
+    result, backend = chain_run(simpsons_kb, {**TWO_HOPS, "plan": broken, "read": {"answer": "Homer Simpson"}})
     assert result.steps("plan")[0].parsed["steps"] == [lookup("D'oh", "Which character says D'oh?")]
-    assert "kept the valid steps before the first problem" in result.steps("plan")[0].notes[-1]
+    assert "kept the steps before the first that cannot run" in result.steps("plan")[0].notes[-1]
+    assert one_lookup("x" * 500).steps[0].ask == "x" * 500               # a question of any length
 
 
 def test_a_program_the_learner_gives_is_run_without_a_plan_call(simpsons_kb):

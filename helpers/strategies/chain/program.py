@@ -145,7 +145,17 @@ def tidy_program(program: Program, question: str) -> tuple[Program, list[str]]:
 
 
 def check_program(program: Program, max_steps: int) -> list[str]:
-    """What is wrong with ``program`` (an empty list when nothing is): each reason names the step."""
+    """What is wrong with ``program`` (an empty list when nothing is): each reason names the step.
+    The structural problems (``check_structure``) stop a step from running; the others (a subject
+    its question does not name, an input of the wrong kind...) are sent back to the model, and a
+    program that keeps them still runs."""
+    return check_structure(program, max_steps) + _check_sense(program)
+
+
+def check_structure(program: Program, max_steps: int) -> list[str]:
+    """The problems that stop a program from running: no step, too many, a reference that does not
+    point back, a lookup with no question or subject, an operator's inputs that are no step numbers
+    or not as many as it takes."""
     problems = []
     if not program.steps:
         return ["the program has no step"]
@@ -153,18 +163,33 @@ def check_program(program: Program, max_steps: int) -> list[str]:
         problems.append(f"the program has {len(program.steps)} steps; at most {max_steps} are run")
     for number, step in enumerate(program.steps, start=1):
         where = f"step {number} ({step.op})"
-        used = step_refs(step)
-        if any(not 1 <= n < number for n in used):
+        if any(not 1 <= n < number for n in step_refs(step)):
             problems.append(f"{where} refers to a step that does not come before it")
         if step.op == "lookup":
             if not step.ask or not re.search(r"\w", step.ask):
                 problems.append(f"{where} asks no question")
             if not step.about:
                 problems.append(f"{where} names no thing in 'about'")
-            elif step.ask and not refs(step.about) and normalise(step.about) == normalise(step.ask):
+        else:
+            low, high = OPERATORS[step.op][1:]
+            if not all(REFERENCE.fullmatch(i) for i in step.inputs):
+                problems.append(f"{where}: every input must be a step number like #1")
+            elif not low <= len(step.inputs) <= high:
+                problems.append(f"{where} needs {low if low == high else f'{low} to {high}'} inputs, "
+                                f"got {len(step.inputs)}")
+    return problems
+
+
+def _check_sense(program: Program) -> list[str]:
+    """The problems a program can run with but that make its answer wrong."""
+    problems = []
+    for number, step in enumerate(program.steps, start=1):
+        where = f"step {number} ({step.op})"
+        if any(not 1 <= n < number for n in step_refs(step)):
+            continue
+        if step.op == "lookup" and step.about and step.ask:
+            if not refs(step.about) and normalise(step.about) == normalise(step.ask):
                 problems.append(f"{where} asks no fact about {step.about!r}")
-            elif refs(step.about) and not set(refs(step.about)) <= set(refs(step.ask)):
-                problems.append(f"{where} is about {step.about} but its question does not name it")
             elif (bare := _BARE_WHO.match(step.ask)) and normalise(bare.group(1)) == normalise(step.about):
                 problems.append(f"{where} asks who or what {step.about} is, which is no fact: ask one relation "
                                 "or property of it")
@@ -174,16 +199,9 @@ def check_program(program: Program, max_steps: int) -> list[str]:
             if _COMPUTED.search(step.ask):
                 problems.append(f"{where} asks for an age or a count of years, which a lookup cannot find: look "
                                 "the dates up, then use age or years_between")
-        else:
-            low, high = OPERATORS[step.op][1:]
-            if not all(REFERENCE.fullmatch(i) for i in step.inputs):
-                problems.append(f"{where}: every input must be a step number like #1")
-            elif not low <= len(step.inputs) <= high:
-                problems.append(f"{where} needs {low if low == high else f'{low} to {high}'} inputs, "
-                                f"got {len(step.inputs)}")
-            else:
-                problems += _input_kinds(program, number, where)
-    if program.yes_no and program.steps[-1].op not in (*YES_NO_OPS, "lookup"):
+        elif step.op != "lookup" and all(REFERENCE.fullmatch(i) for i in step.inputs):
+            problems += _input_kinds(program, number, where)
+    if program.steps and program.yes_no and program.steps[-1].op not in (*YES_NO_OPS, "lookup"):
         problems.append(f"the question asks yes or no, but the last step ({program.steps[-1].op}) gives no yes "
                         "or no: end with 'same' or 'before'")
     choice = [s for s in program.steps if s.op in CHOICE_OPS]
@@ -245,7 +263,8 @@ def _words(text: str) -> str:
 
 def one_lookup(question: str) -> Program:
     """The program of last resort: the question itself, looked up."""
-    return Program(yes_no=False, options=[], steps=[Step(op="lookup", about=question, ask=question, inputs=[])])
+    step = Step.model_construct(op="lookup", about=question, ask=question, inputs=[])  # a question of any length
+    return Program.model_construct(yes_no=False, options=[], steps=[step])
 
 
 def show(program: Program) -> str:
@@ -282,13 +301,15 @@ def plan_program(llm: LLM, question: str, max_steps: int = 8,
             first_raw = entry.raw
             program, problems = _ask(llm, entry, question, max_steps)
             entry.raw = f"{first_raw}\n{entry.raw}"
-        if problems or program is None:
+        if problems and program is not None and not check_structure(program, max_steps):
+            entry.notes.append(f"still {'; '.join(problems)}: run as it is")
+        elif problems or program is None:
             program = valid_start(program, max_steps) if program is not None else None
             if program is None:
                 entry.notes.append("no usable program: the question is looked up as it is")
                 program = one_lookup(question)
             else:
-                entry.notes.append(f"still {'; '.join(problems)}: kept the valid steps before the first problem")
+                entry.notes.append(f"still {'; '.join(problems)}: kept the steps before the first that cannot run")
         entry.parsed = program.model_dump()
     return program, trace[0]
 
@@ -307,13 +328,10 @@ def _ask(llm: LLM, entry: TraceStep, question: str, max_steps: int) -> tuple[Pro
 
 
 def valid_start(program: Program, max_steps: int) -> Program | None:
-    """The longest start of ``program`` that ``check_program`` accepts (options it no longer
-    compares dropped), or None when not even its first step is valid."""
+    """The longest start of ``program`` that can run (``check_structure``), or None when not even
+    its first step can."""
     for end in range(min(len(program.steps), max_steps), 0, -1):
         start = program.model_copy(update={"steps": program.steps[:end]})
-        if not check_program(start, max_steps):
-            return start
-        start = Program(yes_no=False, options=[], steps=program.steps[:end])
-        if not check_program(start, max_steps):
+        if not check_structure(start, max_steps):
             return start
     return None
