@@ -10,8 +10,7 @@ Layers, lowest first; a module imports only from its own layer or lower ones
 3. ``results``: the records every strategy shares (``Hit``, ``Source``, ``TraceStep``, ``Result``)
 4. ``knowledge/``: loaders, chunking, embeddings, the vector store, ingest, retrieval
 5. ``strategies/``: naive RAG, the pipeline (each step in its own module: decompose, route,
-   retrieve, relevance, reflect, synthesize), chain search (``chain/``: the program, its reads, the
-   operators, the executor that decides the answer),
+   retrieve, relevance, reflect, synthesize), chain search (plan, hops, answer, family relations),
    the agent (loop, choice of action, actions, memory), the answer step, reports
 6. ``evaluation/``: the harness, answer scores (EM/F1), summaries, the oracle reader, the prompt A/B, plots
 7. ``lab/``: notebook tooling

@@ -105,13 +105,13 @@ class PipelineConfig(BaseModel):
 
 
 class ChainConfig(BaseModel):
-    max_hops: int = Field(8, ge=1, le=12)  # at most this many program steps (lookups and operators)
+    max_hops: int = Field(4, ge=1, le=12)  # at most this many planned steps, each searched and read once
     max_names: int = Field(3, ge=0)  # names in the question searched on their own (0: none)
     pages: int = Field(2, ge=0, le=10)  # pages titled by a step's entity, read before its search hits (0: none)
     hop_passages: int = Field(3, ge=1)  # best passages of a step's search that the model reads
     passage_chars: int = Field(600, ge=100)  # each passage read is cut to this many characters
-    max_calls: int = Field(12, ge=2)
-    max_prompt_tokens: int = Field(14000, ge=500)
+    max_calls: int = Field(8, ge=2)
+    max_prompt_tokens: int = Field(8000, ge=500)
 
 
 class AgentConfig(BaseModel):

@@ -18,7 +18,7 @@ from dateutil import parser as dateparser
 
 _BC = re.compile(r"\b(\d{1,4})\s*(?:BC|BCE|B\.C\.(?:E\.)?)(?![A-Za-z])")
 _AD = re.compile(r"\b(?:AD|A\.D\.)\s*(\d{1,4})\b|\b(\d{1,4})\s*(?:AD|CE|A\.D\.)(?![A-Za-z])")
-_YEAR = re.compile(r"(?<![\d,.])(\d{3,4})(?![\d,])")
+_YEAR = re.compile(r"(?<![\d,.])(\d{3,4})(?![\d,]|s\b)")  # "1980s" is a decade, no year
 _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
            "november", "december")
 _MONTH = re.compile(r"\b(" + "|".join(m[:3] for m in _MONTHS) + r")[a-z]*\.?", re.IGNORECASE)

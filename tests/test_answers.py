@@ -30,10 +30,9 @@ def sample_kb(small_config, tmp_path_factory):
 
 def test_every_strategy_gives_the_answer_alone_beside_its_explanation(sample_kb):
     config, store, embedder, names, question = sample_kb
-    chain_script = {"plan": {"yes_no": False, "options": [], "steps": [
-        {"op": "lookup", "about": "Ardent Glassworks", "ask": "Where was Ardent Glassworks founded?", "inputs": []},
-        {"op": "lookup", "about": "#1", "ask": "Who is the mayor of #1?", "inputs": []}]},
-                    "read": Seq({"answer": "Valdmark"}, {"answer": "Hester Lindqvist [2]."})}
+    chain_script = {"plan": {"names": ["Ardent Glassworks"], "steps": ["Where was Ardent Glassworks founded?",
+                                                                      "Who is the mayor of #1?"]},
+                    "read": Seq({"answer": "Valdmark"}, {"answer": "Hester Lindqvist"}), "answer": {"answer": "Hester Lindqvist [2]"}}
     pipeline_script = {"decompose": {"queries": ["mayor of the town"]}, "answer": READ,
                        "route": {"routes": [{"collection": names[0], "query": "mayor"}]}}
     runs = {
