@@ -4,7 +4,7 @@ Layers, lowest first; a module imports only from its own layer or lower ones
 (``tests/test_layers.py`` checks it):
 
 1. ``config``, ``errors``, ``files``, ``prompts``, ``answer_text``, ``values``: settings, typed errors, atomic
-   file writes, prompt files, how short answers are normalised, dates and numbers as values
+   file writes, prompt files, how short answers are normalised, dates as values
 2. ``models/``: one file per chat backend, the client over them (``llm``), structured output, model files,
    usage ledger
 3. ``results``: the records every strategy shares (``Hit``, ``Source``, ``TraceStep``, ``Result``)

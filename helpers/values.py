@@ -1,5 +1,5 @@
-"""Dates and numbers as values: what a passage writes ("20 March 851", "c. 470 BC", "1,234
-inhabitants") read into something code can compare and count with.
+"""Dates as values: what a passage writes ("20 March 851", "c. 470 BC") read into something code
+can compare.
 
 A date keeps the precision it was written with: ``Date(1954, 1, 11)`` is a day, ``Date(1954, 0, 0)``
 only a year (0 marks a part the text leaves out), and years before the common era are negative
@@ -22,8 +22,6 @@ _YEAR = re.compile(r"(?<![\d,.])(\d{3,4})(?![\d,]|s\b)")  # "1980s" is a decade,
 _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
            "november", "december")
 _MONTH = re.compile(r"\b(" + "|".join(m[:3] for m in _MONTHS) + r")[a-z]*\.?", re.IGNORECASE)
-_NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)(\s*(?:million|billion|thousand))?", re.I)
-_SCALE = {"thousand": 1e3, "million": 1e6, "billion": 1e9}
 
 
 class Date(NamedTuple):
@@ -32,13 +30,6 @@ class Date(NamedTuple):
     year: int
     month: int = 0
     day: int = 0
-
-    def __str__(self) -> str:
-        year = f"{-self.year} BC" if self.year < 0 else str(self.year)
-        if not self.month:
-            return year
-        month = _MONTHS[self.month - 1].capitalize()
-        return f"{self.day} {month} {year}" if self.day else f"{month} {year}"
 
 
 def parse_date(text: str) -> Date | None:
@@ -100,31 +91,3 @@ def extreme(dates: list[Date], earliest: bool) -> int | None:
     if any(i != best and order(date, dates[best]) in (None, 0) for i, date in enumerate(dates)):
         return None
     return best if dates else None
-
-
-def years_between(a: Date, b: Date) -> int:
-    """Whole years between the years of two dates (no year 0 between 1 BC and AD 1)."""
-    return abs(_astronomical(b.year) - _astronomical(a.year))
-
-
-def age_at(born: Date, then: Date) -> int | None:
-    """Completed years from ``born`` to ``then``; by years alone when either gives no day, and
-    None when ``then`` comes first."""
-    years = _astronomical(then.year) - _astronomical(born.year)
-    if born.month and born.day and then.month and then.day and (then.month, then.day) < (born.month, born.day):
-        years -= 1
-    return years if years >= 0 else None
-
-
-def _astronomical(year: int) -> int:
-    return year + 1 if year < 0 else year
-
-
-def parse_number(text: str) -> float | None:
-    """The first number ``text`` writes, as a float: "1,234 inhabitants" -> 1234.0, "2.5 million"
-    -> 2500000.0; None when it writes none."""
-    match = _NUMBER.search(text or "")
-    if match is None:
-        return None
-    value = float(match.group(1).replace(",", ""))
-    return value * _SCALE[match.group(2).strip().lower()] if match.group(2) else value

@@ -52,9 +52,10 @@ def tidy_answer(answer: str, question: str, facts: str = "", sources: Sequence[s
     sentence that holds the answer (asked which film's director died first, a small model often
     answers with the director); a date written as the ``sources`` (passage texts) write it.  A bare
     "yes" or "no" to a question that asks neither ("Why did Ann die?") is no answer: "not found"."""
-    text = plain_answer(answer, sources)
+    text = " ".join(CITATION.sub("", answer).split()).strip(" .;:,*\"'`")
     if not text:
         return text
+    text = date_as_written(text, list(sources))
     if is_yes_no_question(question):
         first = normalise(text).split()[:1]
         if first in (["yes"], ["no"]):
@@ -72,13 +73,6 @@ def tidy_answer(answer: str, question: str, facts: str = "", sources: Sequence[s
         if len(by_facts) == 1:
             return by_facts.pop()
     return text
-
-
-def plain_answer(answer: str, sources: Sequence[str] = ()) -> str:
-    """The answer without citation marks, quotes or a closing full stop, a date written as the
-    ``sources`` (passage texts) write it."""
-    text = " ".join(CITATION.sub("", answer).split()).strip(" .;:,*\"'`")
-    return date_as_written(text, list(sources)) if text else text
 
 
 def option_by_dates(question: str, facts: str) -> str | None:
@@ -106,18 +100,15 @@ def _options_named(text: str, options: list[str]) -> list[str]:
 
 
 def read_short_answer(llm: LLM, question: str, hits: list[Hit], max_chunks: int = 12, step: str = "answer",
-                      prompts: PromptSet | Mapping[str, str] | None = None,
-                      choices: list[str] | None = None) -> tuple[ShortAnswer, list[Hit], TraceStep]:
+                      prompts: PromptSet | Mapping[str, str] | None = None) -> tuple[ShortAnswer, list[Hit], TraceStep]:
     """The short answer to ``question`` from ``hits`` (best first, as many as fit), its facts as the
     explanation, the hits shown, and the trace.  With no hit, no call is made ("not found"); a reply
-    that stays invalid after the retries is answered from a free-text call (``answer_naive``).
-    ``choices`` (the chain's plan gives them) replace what the question's wording offers
-    (``answer_choices``, the one-call strategies' reading)."""
+    that stays invalid after the retries is answered from a free-text call (``answer_naive``)."""
     prompts = as_prompt_set(prompts)
     trace: list[TraceStep] = []
     with traced(trace, llm.ledger, step, question=question, candidates=len(hits)) as entry:
         if hits:
-            answer, explanation, used = _read(llm, question, hits, max_chunks, step, prompts, entry, choices)
+            answer, explanation, used = _read(llm, question, hits, max_chunks, step, prompts, entry)
         else:
             entry.notes.append("nothing was found to read; no model call")
             answer, explanation, used = NOT_FOUND, "The search found no passage to answer from.", []
@@ -126,7 +117,7 @@ def read_short_answer(llm: LLM, question: str, hits: list[Hit], max_chunks: int 
 
 
 def _read(llm: LLM, question: str, hits: list[Hit], max_chunks: int, step: str, prompts: PromptSet,
-          entry: TraceStep, choices: list[str] | None) -> tuple[str, str, list[Hit]]:
+          entry: TraceStep) -> tuple[str, str, list[Hit]]:
     template = prompts.template("answer_structured")
     skeleton = render("answer_structured", template, question=question, sources="")
     used, notes = fit_chunks(llm, hits, skeleton, reserve=FACTS_TOKENS + 64, max_chunks=max_chunks)
@@ -139,8 +130,7 @@ def _read(llm: LLM, question: str, hits: list[Hit], max_chunks: int, step: str, 
                                                          sources=sources)}]
     entry.kept = [hit_summary(h) for h in used]
     try:
-        allowed = answer_choices(question) if choices is None else choices
-        reply = llm.structured(entry.messages, answer_schema(len(used), allowed), step=step,
+        reply = llm.structured(entry.messages, answer_schema(len(used), answer_choices(question)), step=step,
                                max_tokens=FACTS_TOKENS, temperature=0.0)
         entry.raw = reply.raw
         facts, said = clean_text(reply.value.facts), clean_text(reply.value.answer)
@@ -152,12 +142,10 @@ def _read(llm: LLM, question: str, hits: list[Hit], max_chunks: int, step: str, 
                                                              question=question, sources=sources)}]
         entry.raw = explanation = llm.chat(entry.messages, step=step).strip()
         said = re.split(r"(?<=[.!?])\s", explanation, maxsplit=1)[0]
-    texts = [h.text for h in used]
-    answer = (tidy_answer(said, question, explanation, texts) if choices is None else
-              plain_answer(said, texts)) or NOT_FOUND
+    answer = tidy_answer(said, question, explanation, [h.text for h in used]) or NOT_FOUND
     if answer != said:
         entry.notes.append(f"answer tidied: {said!r} -> {answer!r}")
-    if choices is None and (decided := option_by_dates(question, explanation)) is not None and decided != answer:
+    if (decided := option_by_dates(question, explanation)) is not None and decided != answer:
         entry.notes.append(f"the dates the facts give each option decide the comparison: {answer!r} -> {decided!r}")
         answer = decided
     return answer, explanation, used
