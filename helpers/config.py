@@ -102,6 +102,12 @@ class PipelineConfig(BaseModel):
     # passage copied whole cannot use up the section's reply
     section_point_chars: int = Field(220, ge=0, le=2000)
     report_max_tokens: int = Field(1024, ge=64)  # reply limit for the final report (longer than other replies)
+    # auto: a question that asks how something changed gets a story in time order (report_story);
+    # topics: every report by topic (sections as above)
+    report_shape: Literal["auto", "topics"] = "auto"
+    story_passages: int = Field(5, ge=2, le=8)  # a story's section: passages (one sentence each), in time order
+    story_point_chars: int = Field(300, ge=0, le=2000)  # a story's sentence ends by this many characters (0: no cap)
+    timeline_passages: int = Field(12, ge=0)  # a story: passages of each collection the timeline search adds (0: none)
 
 
 class ChainConfig(BaseModel):

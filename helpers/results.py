@@ -86,6 +86,7 @@ class Result:
     seconds: float = 0.0
     error: str | None = None
     settings: dict = field(default_factory=dict)
+    title: str = ""         # a report's own title (a story of change: with its span of years); "" uses the question
 
     @property
     def failed(self) -> bool:
@@ -145,13 +146,15 @@ class Result:
                 "usage": {**self.usage.summary(), "wall_seconds": round(self.seconds, 2)}}
 
     def report_markdown(self, listed: int = 12) -> str:
-        """The short answer (when there is one), the answer, its sources (every cited one and the first ``listed``; the rest are counted)
+        """The title, the short answer (when there is one), the answer, its sources (the cited ones, or the
+        first ``listed`` when none is cited; the rest are counted)
         and a line on how it was made (model, strategy, calls, tokens, time), after what cut it short, if anything."""
-        lines = [f"# {self.question}", ""]
+        lines = [f"# {self.title or self.question}", ""]
         if self.short_answer:
             lines += [f"**Answer: {self.short_answer}**", ""]
         lines += [self.answer.strip(), "", "## Sources", ""]
-        shown = [s for s in self.sources if s.cited or s.number <= listed]
+        cited = [s for s in self.sources if s.cited]
+        shown = cited or [s for s in self.sources if s.number <= listed]
         pages = Counter((s.source, s.section) for s in shown)
         seen: Counter = Counter()
         for s in shown:

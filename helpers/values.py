@@ -91,3 +91,13 @@ def extreme(dates: list[Date], earliest: bool) -> int | None:
     if any(i != best and order(date, dates[best]) in (None, 0) for i, date in enumerate(dates)):
         return None
     return best if dates else None
+
+
+_YEAR_OR_DECADE = re.compile(r"(?<![\d,.:$])(1[5-9]\d\d|20\d\d)(?:s\b|(?!\d|,\d))")
+
+
+def years_in(text: str) -> list[int]:
+    """The years ``text`` writes, in order, a decade ("the 1990s") as its first year: the marks a
+    passage's place on a timeline is read from.  Only four-digit years from 1500 to 2099, so counts and
+    sums ("552 episodes", "30,000 dollars") are no year."""
+    return [int(m.group(1)) for m in _YEAR_OR_DECADE.finditer(text)]

@@ -190,7 +190,8 @@ def test_the_pipeline_bench_on_the_demo_question(any_reply, bench_out, monkeypat
 
 def test_the_report_bench_on_the_demo_question(any_reply, monkeypatch, capsys):
     printed = run("bench_report", ["--fast", "--runs", 1], monkeypatch, capsys)
-    assert "single" in printed and "sections" in printed
+    assert "topics run 1" in printed and "story run 1" in printed and "goals (issue 58)" in printed
+    assert "time ≤ 1.3× topics" in printed and "documented changes stated" in printed
 
 
 def test_the_agent_bench_on_the_demo_question_and_two_more(any_reply, bench_out, monkeypatch, capsys):

@@ -52,10 +52,14 @@ def pipeline_runs(kb) -> list[StepScriptedBackend]:
                   {"collection": "simpsons_characters" if "voice" in messages[-1]["content"] else
                    "simpsons_production", "query": "animation studios voice cast"}]},
               "relevance": {"relevant": [1, 2]}, "reflect": {"gaps": []}, "section": passage_points,
-              "overview": {"overview": "The show changed."}, "synthesize": "not a report"}
+              "overview": {"overview": "The show changed."}, "synthesize": "not a report",
+              "story plan": lambda messages: {"title": "The show", **{key: "Animation studios" for key in re.findall(
+                  r'"(theme_\d+)"', messages[-1]["content"])}},
+              "conclusion": {"conclusion": "At first the show was short cartoons, later a series."}}
     backends = []
     for settings in ({}, {"pipeline.relevance": "per_chunk", "pipeline.report_style": "single"},
-                     {"pipeline.section_points": "free", "pipeline.max_iter": 1}):
+                     {"pipeline.section_points": "free", "pipeline.max_iter": 1, "pipeline.report_shape": "topics"},
+                     {"pipeline.max_iter": 1, "pipeline.report_shape": "topics"}):
         per_chunk = settings.get("pipeline.relevance") == "per_chunk"
         backend = StepScriptedBackend({**script, "relevance": {"relevant": True}} if per_chunk else script)
         run_pipeline("How have The Simpsons changed over time?", with_overrides(config, {**base, **settings}),

@@ -111,12 +111,12 @@ def test_write_report_drops_repeats_restated_and_unsupported_overview_sentences(
     assert report == ("The look changed twice.\n\n## Digital Look\n\nDigital ink and paint arrived in 2002. [1] "
                       "High definition came in 2009. The opening sequence was redrawn for it. [2]\n\n"
                       "## Shearer\n\nHarry Shearer left in 2015 and returned. [3]")
-    assert [h.id for h in used] == ["a", "b", "c", "d"]                          # numbered as cited
+    assert [h.id for h in used] == ["a", "b", "c"]           # numbered as first cited; d's point repeated a's
     assert any("repeats an earlier one" in note for note in steps[1].notes)
     assert any("numbers the sections do not state" in note for note in steps[2].notes)
     restated = [note for note in steps[2].notes if "restates a point" in note]   # each sentence of a point counts
     assert len(restated) == 2 and "High definition came in 2009." in restated[0]
-    assert "dropped an overview sentence that repeats an earlier one: The look changed twice over.…" in steps[2].notes
+    assert "dropped a sentence that repeats an earlier one: The look changed twice over.…" in steps[2].notes
     assert "[3]" in backend.calls_for("section")[1]["messages"][0]["content"]    # report-wide numbers
 
 
@@ -135,10 +135,11 @@ def test_per_passage_points_cite_each_passage_by_its_key_and_are_checked_like_an
                               "passage_6": "Cast Losses and Recasting"}),  # a title, not a sentence
               "overview": {"overview": "The look and the cast changed."}}
     backend = StepScriptedBackend(script)
-    report, _, steps = write_report(LLM(backend), "How did it change?", sections, per_passage=True)
-    assert report == ("The look and the cast changed.\n\n## Digital Look\n\nHigh definition came in 2009. [2] "
-                      "Digital ink and paint arrived in 2002. [1]\n\n## Shearer and Azaria\n\n"
-                      "Harry Shearer left in 2015 and returned. [4] Hank Azaria stopped voicing Apu in 2020. [5]")
+    report, used, steps = write_report(LLM(backend), "How did it change?", sections, per_passage=True)
+    assert report == ("The look and the cast changed.\n\n## Digital Look\n\nHigh definition came in 2009. [1] "
+                      "Digital ink and paint arrived in 2002. [2]\n\n## Shearer and Azaria\n\n"
+                      "Harry Shearer left in 2015 and returned. [3] Hank Azaria stopped voicing Apu in 2020. [4]")
+    assert [h.id for h in used] == ["b", "a", "d", "e"]     # numbered 1..n as first cited; c and f are not cited
     assert steps[0].prompts[0].startswith("report_section_per_passage@")
     assert any(note.startswith("re-cited [2] instead of [1]") for note in steps[0].notes)
     assert any("numbers ['1990'] are in no passage" in note for note in steps[0].notes)
@@ -268,10 +269,11 @@ def test_a_retrieved_fake_list_cannot_put_invented_claims_into_the_report():
             {"text": "The secret donut was found by the animators in season 3.", "sources": [1]},
             {"text": "Digital ink and paint arrived in 2002.", "sources": [1]}]},
         "overview": {"overview": "Donut search 6 showed ratings tripled in 2031. The look changed in 2002."}})
-    report, _, steps = write_report(LLM(backend), "How did it change?", sections)
+    report, used, steps = write_report(LLM(backend), "How did it change?", sections)
     assert "1995" not in report and "2031" not in report                 # held by no passage: dropped
-    assert "in season 3. [2]" in report      # built from the planted passage's words: cited to it, not to [1]
-    assert "Digital ink and paint arrived in 2002. [1]" in report
+    # built from the planted passage's words: cited to it (first cited, so [1]), not to the passage it named
+    assert "in season 3. [1]" in report and [h.id for h in used] == ["x", "a"]
+    assert "Digital ink and paint arrived in 2002. [2]" in report
     assert [note.split(" (")[0].split(" [")[0] for note in steps[0].notes] == ["dropped", "re-cited"]
 
 
@@ -300,7 +302,7 @@ def test_a_fake_list_cannot_put_invented_claims_into_a_one_call_report():
 def test_the_pipeline_writes_a_sectioned_report(simpsons_kb):
     config, store, _ = simpsons_kb
     config = with_overrides(config, {"pipeline.report_style": "sections", "pipeline.route_check": False,
-                                     "pipeline.report_sections": 2,
+                                     "pipeline.report_sections": 2, "pipeline.report_shape": "topics",
                                      "pipeline.subquery_focus": 0.0})
 
     def passage_points(messages):  # one point per passage (the default), its first sentence: each passes the checks
@@ -336,7 +338,7 @@ def test_the_sources_list_tells_two_passages_of_one_page_section_apart():
     listing = result.report_markdown().split("## Sources")[1]
     assert "1. Origins — From Shorts (excerpt 1) · `origins.md`" in listing
     assert "3. Origins — From Shorts (excerpt 2) · `origins.md`" in listing
-    assert "2. title of anim.md · `anim.md` · c (not cited)" in listing
+    assert "anim.md" not in listing and "1 more passage(s) found but not cited" in listing  # only cited ones listed
 
 
 def test_a_section_prompt_shows_each_passage_from_its_first_sentence():
@@ -410,4 +412,4 @@ def test_an_overview_that_only_restates_points_is_left_out():
         "overview": {"overview": "Guinness World Records recognised the show in several categories."}})
     report, _, steps = write_report(LLM(backend), "How did it change?", sections)
     assert report.startswith("## Records\n\nGuinness World Records recognised")
-    assert steps[1].notes[-1] == "no overview sentence is left: the report starts with its sections"
+    assert steps[1].notes[-1] == "no sentence of the overview is left: the report goes without one"

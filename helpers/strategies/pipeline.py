@@ -3,6 +3,9 @@ chained into one loop:
 
     decompose -> [route -> retrieve -> relevance -> reflect]* -> report (``report_writer``) or synthesize
 
+A question that asks how something changed gets, after the loop, a timeline search (``timeline``) and
+a report told in time order (``report_story``).
+
 Each step has its own prompt (``helpers/prompts``), takes an optional edited
 ``template``, and returns its output plus a ``TraceStep``, so a notebook can run
 and change any step alone.  ``run_pipeline`` chains them: the loop repeats
@@ -28,10 +31,12 @@ from helpers.strategies.decompose import decompose, drop_off_topic
 from helpers.strategies.evidence import EvidenceLog
 from helpers.strategies.reflect import reflect
 from helpers.strategies.relevance import filter_relevant
+from helpers.strategies.report_story import PROMPTS as STORY_PROMPTS, story_outline, write_story
 from helpers.strategies.report_writer import outline, write_report
 from helpers.strategies.retrieve import retrieve
 from helpers.strategies.route import check_route, describe_collections, route
 from helpers.strategies.synthesize import passage_listing, synthesize
+from helpers.strategies.timeline import asks_about_change, timeline_search
 
 
 def run_pipeline(question: str, config: Config, *, llm: LLM | None = None, store: VectorStore | None = None,
@@ -67,13 +72,27 @@ def run_pipeline(question: str, config: Config, *, llm: LLM | None = None, store
     answer = ""
     if result.error is None:
         short = p.answer == "short"
+        story = tells_a_story(question, config)
+        if story and p.timeline_passages:
+            themes = [name for name in described if any(h.collection == name for h in kept)]
+            searches, step = timeline_search(store, embedder, question, themes, p.timeline_passages,
+                                             per_page=3, mode=config.search.mode)
+            result.trace.append(step)
+            for query, hits in searches:
+                evidence.add(query, hits)
         sections = [] if short or p.report_style == "single" else \
+            story_outline(evidence.searches, evidence.demoted, p.report_sections, p.story_passages) if story else \
             outline(evidence.searches, evidence.demoted, p.report_sections, p.section_passages)
         try:
             if short:
                 reply, used, step = read_short_answer(llm, question, kept, p.synthesis_chunks, prompts=prompts)
                 result.trace.append(step)
                 result.short_answer, answer = reply.answer, reply.explanation or reply.answer
+            elif story and len(sections) >= 2:
+                result.title, answer, used, steps = write_story(
+                    llm, question, sections, {name: prompts.template(name) for name in STORY_PROMPTS},
+                    point_chars=p.story_point_chars)
+                result.trace.extend(steps)
             elif len(sections) >= 2:
                 answer, used, steps = write_report(llm, question, sections, {
                     name: prompts.template(name) for name in (
@@ -101,13 +120,23 @@ def run_pipeline(question: str, config: Config, *, llm: LLM | None = None, store
     return result
 
 
-def answer_reserve(config: Config, llm: LLM) -> tuple[int, int]:
+def tells_a_story(question: str, config: Config) -> bool:
+    """True when the report is a story of change told in time order: a sectioned report
+    (``pipeline.report_shape: auto``) for a question that asks how something changed."""
+    p = config.pipeline
+    return p.answer == "report" and p.report_style == "sections" and p.report_shape == "auto" and \
+        asks_about_change(question)
+
+
+def answer_reserve(config: Config, llm: LLM, question: str = "") -> tuple[int, int]:
     """What the answer after the loop needs, kept back from the search: its calls (each section and the
-    overview, or one) and a typical prompt size (less when the budget is small)."""
+    overview, or one; a story also plans) and a typical prompt size (less when the budget is small)."""
     p = config.pipeline
     sections = p.answer == "report" and p.report_style == "sections"
-    prompt = min(5000 if sections else min(llm.context_size // 2, 3000), (llm.budget.max_prompt_tokens or 10**9) // 3)
-    return (p.report_sections + 1 if sections else 1), prompt
+    story = tells_a_story(question, config)  # a theme's passages in full, for about four themes, and two short calls
+    prompt = min(6000 if story else 5000 if sections else min(llm.context_size // 2, 3000),
+                 (llm.budget.max_prompt_tokens or 10**9) // (2 if story else 3))
+    return (p.report_sections + 1 + story if sections else 1), prompt
 
 
 def _search_loop(llm: LLM, question: str, config: Config, store: VectorStore, embedder: Embedder,
@@ -119,7 +148,7 @@ def _search_loop(llm: LLM, question: str, config: Config, store: VectorStore, em
     The question's own top-k is never demoted by the relevance judge.  Stops early when the budget
     left is only enough for the final report; chunks retrieved but not yet judged stay as they are."""
     p = config.pipeline
-    final_calls, reserve_prompt = answer_reserve(config, llm)
+    final_calls, reserve_prompt = answer_reserve(config, llm, question)
     own, step = retrieve(store, embedder, [(name, question) for name in described], config.search.top_k,
                          config.search.mode, 0, config.search.max_per_document, limit=config.search.top_k)
     step.notes.append("the question itself, searched first: these passages are never dropped")

@@ -34,6 +34,7 @@ from helpers.knowledge.retrieval import at_most_per_document, document_of, inter
 from helpers.models.llm import LLM
 from helpers.prompts import fence, prompt_version, render
 from helpers.results import Hit, TraceStep, hit_summary, traced
+from helpers.strategies.report_checks import cited_in_order
 from helpers.strategies.reports import (SENTENCE_END, check_point, cite_marks, clean_text, content_words, cut_off,
                                         cut_to_clause, plain, split_by_numbers, split_cut_sentence)
 
@@ -129,7 +130,8 @@ def by_collection(searches: list[tuple[str, list[Hit]]], skip: set[str]) -> list
     return ordered
 
 
-def section_schema(numbers: list[int], per_passage: bool = False, point_chars: int = 0) -> type[BaseModel]:
+def section_schema(numbers: list[int], per_passage: bool = False, point_chars: int = 0,
+                   heading: bool = True) -> type[BaseModel]:
     """A heading and 2-3 points, each citing one or more of ``numbers`` (the grammar enforces both:
     asked for "2 or 3", a 1.5B model often stops after one).  ``per_passage``: one sentence under
     each passage's own key (``passage_5``), so the key tells the model which passage to read and
@@ -137,12 +139,14 @@ def section_schema(numbers: list[int], per_passage: bool = False, point_chars: i
     decoding grammar requires every key, but a reply the token limit cut keeps the keys it finished
     (the others are read as empty), so one long sentence costs that sentence, not the section.
     ``point_chars`` (per passage): the grammar ends each sentence by that many characters, so a
-    passage copied whole cannot use up the reply."""
+    passage copied whole cannot use up the reply.  ``heading=False`` (per passage): no heading (the
+    section has one already)."""
     if per_passage:  # the heading comes last, so it names what the sentences say
         keys = [f"passage_{n}" for n in numbers]
-        return create_model("SectionNotes", __config__=ConfigDict(json_schema_extra={"required": [*keys, "heading"]}),
+        title = {"heading": (str, Field("", **plain("a few words")))} if heading else {}
+        return create_model("SectionNotes", __config__=ConfigDict(json_schema_extra={"required": [*keys, *title]}),
                             **{key: (str, Field("", **plain("one complete sentence", point_chars))) for key in keys},
-                            heading=(str, Field("", **plain("a few words"))))
+                            **title)
     cited = list[Literal[tuple(numbers)]]
     point = create_model("Point", text=(str, Field(..., **plain("one complete sentence"))),
                          sources=(cited, Field(..., min_length=1)))
@@ -150,8 +154,9 @@ def section_schema(numbers: list[int], per_passage: bool = False, point_chars: i
                         points=(list[point], Field(..., min_length=2, max_length=3)))
 
 
-class Overview(BaseModel):
-    overview: str = Field(..., **plain("two or three sentences"))
+def closing_schema(key: str) -> type[BaseModel]:
+    """A reply of one field ``key`` (``overview``, ``conclusion``): two or three sentences."""
+    return create_model(key.title(), **{key: (str, Field(..., **plain("two or three sentences")))})
 
 
 def repeats(text: str, earlier: list[str], threshold: float = 0.6) -> str | None:
@@ -211,11 +216,13 @@ def section_prompt(per_passage: bool) -> str:
 
 
 def write_section(llm: LLM, question: str, section: Section, template: str | None = None,
-                  per_passage: bool = False, point_chars: int = 0) -> TraceStep:
-    """One call: the section's heading and points, then the support check on each point."""
+                  per_passage: bool = False, point_chars: int = 0, prompt: str | None = None) -> TraceStep:
+    """One call: the section's heading and points, then the support check on each point.  ``prompt``:
+    another per-passage prompt, for a section whose heading is set already (no heading is asked)."""
     trace: list[TraceStep] = []
-    name = section_prompt(per_passage)
-    reply_tokens = 40 + 60 * (len(section.numbers) if per_passage else 3)  # a heading, then ~60 per point
+    name = prompt or section_prompt(per_passage)
+    per_point = max(60, point_chars // 4 + 10)  # ~60 tokens a point, or what its cap lets it write
+    reply_tokens = 40 + per_point * (len(section.numbers) if per_passage else 3)  # a heading, then the points
     with traced(trace, llm.ledger, "section", topic=section.topic) as entry:
         entry.prompts = [prompt_version(name, template)]
         keys = ", ".join(f'"passage_{n}": "..."' for n in section.numbers)
@@ -224,7 +231,8 @@ def write_section(llm: LLM, question: str, section: Section, template: str | Non
             passages=numbered_chunks(section.hits, start=section.numbers[0], bodies=True), first=section.numbers[0])}]
         entry.kept = [hit_summary(h) for h in section.hits]
         try:
-            reply = llm.structured(entry.messages, section_schema(section.numbers, per_passage, point_chars),
+            reply = llm.structured(entry.messages, section_schema(section.numbers, per_passage, point_chars,
+                                                                  heading=prompt is None),
                                    step="section", max_tokens=reply_tokens)
         except StructuredOutputError as exc:
             entry.raw = exc.raw_replies[-1] if exc.raw_replies else ""
@@ -258,47 +266,48 @@ def write_section(llm: LLM, question: str, section: Section, template: str | Non
                 entry.notes.append(note)
             if cited:
                 section.points.append((text, cited))
-        section.heading = checked_heading(clean_text(reply.value.heading), question, section,
-                                          cut=per_passage and cut_off(reply.raw), notes=entry.notes)
+        if prompt is None:
+            section.heading = checked_heading(clean_text(reply.value.heading), question, section,
+                                              cut=per_passage and cut_off(reply.raw), notes=entry.notes)
         entry.parsed = {"heading": section.heading, "points": section.points}
     return trace[0]
 
 
 def write_overview(llm: LLM, question: str, sections: list[Section], template: str | None = None,
-                   reply_tokens: int = 160) -> tuple[str, TraceStep]:
-    """The overview, written from the section texts; sentences stating numbers the sections do not,
-    restating a sentence of their points, or repeating an earlier overview sentence are dropped (an
-    overview that only restated points is left out: the report starts with its sections)."""
+                   reply_tokens: int = 160, prompt: str = "report_overview",
+                   key: str = "overview") -> tuple[str, TraceStep]:
+    """The overview (or, with ``prompt`` and ``key``, the conclusion), written from the section texts;
+    sentences stating numbers the sections do not, restating a sentence of their points, or repeating
+    an earlier sentence are dropped (an overview that only restated points is left out: the report
+    starts with its sections)."""
     trace: list[TraceStep] = []
-    with traced(trace, llm.ledger, "overview", question=question) as entry:
-        entry.prompts = [prompt_version("report_overview", template)]
+    with traced(trace, llm.ledger, key, question=question) as entry:
+        entry.prompts = [prompt_version(prompt, template)]
         points = [text for s in sections for text, _ in s.points]
         listing = "\n".join(f"- {s.heading}: {' '.join(text for text, _ in s.points)}" for s in sections)
-        entry.messages = [{"role": "user", "content": render("report_overview", template, question=question,
+        entry.messages = [{"role": "user", "content": render(prompt, template, question=question,
                                                              sections=fence(listing))}]
         try:
-            reply = llm.structured(entry.messages, Overview, step="overview", max_tokens=reply_tokens)
+            reply = llm.structured(entry.messages, closing_schema(key), step=key, max_tokens=reply_tokens)
             entry.raw = reply.raw
-            text = finished(clean_text(reply.value.overview), reply.raw, "the overview", reply_tokens, entry.notes)
+            text = finished(clean_text(getattr(reply.value, key)), reply.raw, f"the {key}", reply_tokens, entry.notes)
             sentences = SENTENCE_END.split(text) if text else []
         except StructuredOutputError as exc:
             entry.raw, sentences = exc.raw_replies[-1] if exc.raw_replies else "", []
-            entry.notes.append(f"no valid overview ({exc.last_error}); the report starts with its sections")
+            entry.notes.append(f"no valid {key} ({exc.last_error}); the report goes without one")
         kept, unheld = split_by_numbers(sentences, [listing])
-        entry.notes += [f"dropped an overview sentence with numbers the sections do not state: {s}" for s in unheld]
+        entry.notes += [f"dropped a sentence with numbers the sections do not state: {s}" for s in unheld]
         point_sentences = [sentence for text in points for sentence in SENTENCE_END.split(text)]
         restated = [s for s in kept if repeats(s, point_sentences)]
-        entry.notes += [f"dropped an overview sentence that restates a point: {' '.join(s.split()[:8])}…"
-                        for s in restated]
+        entry.notes += [f"dropped a sentence that restates a point: {' '.join(s.split()[:8])}…" for s in restated]
         said: list[str] = []
         for sentence in (s for s in kept if s not in restated):
             if repeats(sentence, said):
-                entry.notes.append(f"dropped an overview sentence that repeats an earlier one: "
-                                   f"{' '.join(sentence.split()[:8])}…")
+                entry.notes.append(f"dropped a sentence that repeats an earlier one: {' '.join(sentence.split()[:8])}…")
             else:
                 said.append(sentence)
         if kept and not said:
-            entry.notes.append("no overview sentence is left: the report starts with its sections")
+            entry.notes.append(f"no sentence of the {key} is left: the report goes without one")
         entry.parsed = " ".join(said)
     return entry.parsed, trace[0]
 
@@ -307,7 +316,8 @@ def write_report(llm: LLM, question: str, sections: list[Section], templates: di
                  per_passage: bool = False, point_chars: int = 0) -> tuple[str, list[Hit], list[TraceStep]]:
     """The whole report: each section, then the repeat check across sections, then the overview
     (less any sentence that restates a point).
-    Returns the Markdown, the passages in citation order, and the trace steps.  A call the budget
+    Returns the Markdown (its sources numbered 1..n in the order first cited), the cited passages in
+    that order, and the trace steps.  A call the budget
     cannot afford ends the writing; what was written stays."""
     templates = templates or {}
     steps: list[TraceStep] = []
@@ -340,5 +350,5 @@ def write_report(llm: LLM, question: str, sections: list[Section], templates: di
     for section in done:
         points = " ".join(f"{text} {cite_marks(cited)}" for text, cited in section.points)
         lines += [f"## {section.heading}", "", points, ""]
-    used = [hit for section in sections for hit in section.hits]
-    return "\n".join(lines).strip(), used, steps
+    answer, used = cited_in_order("\n".join(lines).strip(), [hit for section in sections for hit in section.hits])
+    return answer, used, steps

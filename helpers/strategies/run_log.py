@@ -24,6 +24,11 @@ def step_log(t: TraceStep) -> str | None:
         return f"{where}judged: kept {len(t.kept)}, set aside {len(t.dropped)}"
     if t.step == "reflect":
         return f"{where}gap queries: {t.parsed}" if t.parsed else f"{where}no gap found: the search stops"
+    if t.step == "timeline":
+        shown = t.parsed[:: max(1, len(t.parsed) // 8)][:8] if t.parsed else []
+        return "timeline: " + "; ".join(t.notes) + "".join(f"\n      {line}" for line in shown)
+    if t.step == "story plan" and isinstance(t.parsed, dict):
+        return f"outline: title {t.parsed['title']!r}; themes in turn: {' | '.join(t.parsed['headings'])}"
     if t.step == "plan" and isinstance(t.parsed, dict):
         return f"plan: {t.parsed.get('steps')}"
     if t.step in ("read", "family"):
@@ -33,7 +38,7 @@ def step_log(t: TraceStep) -> str | None:
         parsed = t.parsed or {}
         return (f"section {parsed.get('heading', t.inputs.get('topic'))!r}: "
                 f"{len(parsed.get('points', []))} point(s) kept")
-    if t.step in ("overview", "synthesize"):
+    if t.step in ("overview", "conclusion", "synthesize"):
         return f"{t.step}: written ({t.completion_tokens} tokens)"
     if t.step == "answer" and t.parsed:
         return f"answer: {t.parsed if isinstance(t.parsed, str) else t.parsed.get('answer')!r}"
