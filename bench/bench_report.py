@@ -387,6 +387,9 @@ def main() -> None:
             stem = re.sub(r"[^\w.=-]+", "_", style) + f"-{n}"
             result.save(out / f"{stem}.json")
             (out / f"{stem}.md").write_text(result.report_markdown())
+            if args.out:  # the reports beside the rows, for docs/demo-reports.md
+                Path(args.out).mkdir(parents=True, exist_ok=True)
+                (Path(args.out) / f"{stem}.md").write_text(result.report_markdown())
             cited = set(map(int, CITATION.findall(result.answer)))
             row = {"style": style, "run": n,
                    "writer": "story" if result.steps("story plan") else "sections" if result.steps("section")

@@ -5,6 +5,7 @@ import argparse
 import json
 import os
 import sys
+import time
 import warnings
 from typing import TYPE_CHECKING, Callable
 
@@ -59,6 +60,28 @@ def _chat(args: argparse.Namespace) -> None:
     print(llm.chat([{"role": "user", "content": args.prompt}], step="chat"))
     print()
     print(llm.ledger.table())
+
+
+def _serve_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--fast", action="store_true", help="serve the small model")
+    p.add_argument("--threads", type=int, default=0, help="llama.cpp threads (0: all cores)")
+
+
+@command("serve", "serve the configured GGUF model on an OpenAI-compatible API (llama.cpp's server) until Ctrl-C",
+         _serve_args)
+def _serve(args: argparse.Namespace) -> None:
+    from helpers.models.llama_server import llama_server
+    from helpers.models.model_files import resolve_gguf
+    config = load_config(overrides=_overrides(args))
+    gguf = resolve_gguf(config.llm.model)
+    threads = args.threads or os.cpu_count() or 1
+    with llama_server(gguf, config.llm.model, context_size=config.llm.context_size, threads=threads,
+                      seed=config.llm.seed) as base_url:
+        print(f"serving {config.llm.model} ({gguf.name}) at {base_url}; in another shell:\n"
+              f"  DSL_PROVIDER=openai OPENAI_BASE_URL={base_url} DSL_MODEL={config.llm.model} "
+              f"python -m helpers eval --workers 2 ...\nCtrl-C stops it.", flush=True)
+        while True:
+            time.sleep(3600)
 
 
 def _ingest_args(p: argparse.ArgumentParser) -> None:
@@ -260,6 +283,9 @@ def _eval_args(p: argparse.ArgumentParser) -> None:
                    help="print, per strategy, why gold titles were missed (never retrieved / dropped / ranked below k)")
     p.add_argument("--fast", action="store_true", help="the small model and small budgets")
     p.add_argument("--prompts", help="a JSON file of edited prompts ({name: text}, e.g. saved by a notebook)")
+    p.add_argument("--workers", type=positive_int, default=1,
+                   help="questions run at once against a model server (llm.provider openai or ollama; the "
+                        "embedded model runs one)")
     p.add_argument("--out", default=None, help="output folder (default outputs/eval, or outputs/eval-<benchmark>)")
 
 
@@ -285,7 +311,8 @@ def _eval(args: argparse.Namespace) -> None:
     check_questions(questions, config)
     try:
         prepare_corpus(corpus, config)  # an interrupted ingest is completed by the next one
-        summary = run_evaluation(questions, strategies, config, out, args.k, judge=args.judge, prompts=prompts)
+        summary = run_evaluation(questions, strategies, config, out, args.k, judge=args.judge, prompts=prompts,
+                                 workers=args.workers)
     except KeyboardInterrupt:
         saved = len(read_rows(out / "results.jsonl"))
         print(f"stopped; {saved} row(s) saved in {out / 'results.jsonl'}; re-run the same command to resume",

@@ -114,3 +114,53 @@ def test_harness_on_the_tiny_sample_with_the_small_model(tmp_path, small_config)
         assert summary[spec]["recall@5"] is not None and summary[spec]["calls"] >= 1
     assert summary["naive"]["recall@5"] > 0      # the bridge entity's paragraph is found by plain search
     assert (tmp_path / "results.csv").exists() and (tmp_path / "summary.json").exists()
+
+
+def fake_runs(monkeypatch, stop_after: int | None = None) -> list[str]:
+    """``run_strategy`` replaced by runs that end in a varying order (a short sleep each), and that raise
+    KeyboardInterrupt as run ``stop_after`` starts: this is about bookkeeping, not answers."""
+    import threading
+    import time as clock
+    started, lock = [], threading.Lock()
+
+    def fake_run(name, question, config, **kwargs):
+        with lock:
+            started.append(question)
+            count = len(started)
+        if stop_after is not None and count == stop_after:
+            raise KeyboardInterrupt
+        clock.sleep(0.05 * (hash(question) % 4))
+        return Result(question, name, answer="Hester Lindqvist")
+
+    monkeypatch.setattr(evaluation, "run_strategy", fake_run)
+    return started
+
+
+def test_parallel_rows_equal_one_workers_and_a_kill_loses_or_doubles_none(monkeypatch, tmp_path, small_config):
+    server = with_overrides(small_config, {"llm.provider": "openai", "llm.base_url": "http://127.0.0.1:9/v1"})
+    for shared in ("get_backend", "get_embedder", "open_store"):  # nothing real is asked: the runs are fakes
+        monkeypatch.setattr(evaluation, shared, lambda config: None)
+    questions = load_questions(SAMPLE / "questions.json")[:4]
+    fake_runs(monkeypatch)
+    run_evaluation(questions, ["naive", "chain"], server, tmp_path / "one", progress=False)
+    fake_runs(monkeypatch, stop_after=5)
+    with pytest.raises(KeyboardInterrupt):
+        run_evaluation(questions, ["naive", "chain"], server, tmp_path / "two", progress=False, workers=2)
+    lines = (tmp_path / "two" / "results.jsonl").read_text().splitlines()
+    assert 3 <= len(lines) <= 5 and all(json.loads(line)["answer"] for line in lines)  # whole rows only
+    started = fake_runs(monkeypatch)
+    summary = run_evaluation(questions, ["naive", "chain"], server, tmp_path / "two", progress=False, workers=2)
+    assert len(started) == 8 - len(lines)                       # only what was not saved runs again
+    one, two = ([json.loads(line) for line in (tmp_path / name / "results.jsonl").read_text().splitlines()]
+                for name in ("one", "two"))
+    assert sorted((r["strategy"], r["id"]) for r in two) == sorted((r["strategy"], r["id"]) for r in one)
+    assert len(two) == 8 and summary["chain"]["questions"] == 4      # none lost, none doubled
+    csv_order = [line.split(",")[:2] for line in (tmp_path / "two" / "results.csv").read_text().splitlines()[1:]]
+    assert [tuple(pair) for pair in csv_order] == [(s, q.id) for q in questions for s in ("naive", "chain")]
+
+
+def test_the_embedded_model_runs_one_question_at_a_time(small_config):
+    with pytest.warns(UserWarning, match="answers one call at a time: running 1"):
+        assert evaluation.usable_workers(small_config, 3) == 1
+    with pytest.raises(InputError, match="1 or more"):
+        evaluation.usable_workers(small_config, 0)

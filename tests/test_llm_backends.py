@@ -138,7 +138,7 @@ def test_prompt_cache_starts_a_prompt_from_the_state_of_a_shared_prefix(small_ba
 
 @pytest.fixture(scope="module")
 def llama_server():
-    with serve(ensure_model("qwen2.5-coder-0.5b"), "small", context_size=2048, threads=2, seconds=60) as base:
+    with serve(ensure_model("qwen2.5-coder-0.5b"), "small", context_size=4096, threads=2, seconds=60) as base:
         yield base
 
 
@@ -156,6 +156,38 @@ def test_openai_compatible_backend_against_llama_cpp_server(llama_server):
                     stop=["\n\n"], on_text=pieces.append)
     assert len(pieces) > 2 and "".join(pieces) == text and "\n\n" not in text
     assert llm.ledger.records[-1].completion_tokens > 0
+
+
+@pytest.mark.slow
+def test_every_strategy_is_evaluated_through_the_server_with_one_and_two_workers(llama_server, small_config,
+                                                                                tmp_path):
+    """The evaluation through the ``openai`` backend against a real llama.cpp server: two questions of each
+    strategy, with 1 and then 2 workers; the rows are complete, the same in count and ids, and every run has
+    its trace and its own cost."""
+    from helpers.config import PROJECT_ROOT, with_overrides
+    from helpers.evaluation.harness import load_questions, prepare_corpus, run_evaluation
+    from helpers.evaluation.rows import trace_path
+    from helpers.results import Result
+    sample = PROJECT_ROOT / "data" / "multihop_sample"
+    config = with_overrides(small_config, {
+        "llm.provider": "openai", "llm.base_url": llama_server, "llm.model": "small",
+        "vector_db.uri": str(tmp_path / "milvus.db"), "pipeline.max_iter": 1, "pipeline.max_calls": 6,
+        "agent.max_steps": 3, "agent.token_budget": 5000})
+    prepare_corpus(sample / "corpus.json", config)
+    questions = load_questions(sample / "questions.json")[:2]
+    strategies = ["naive", "chain", "deepsearcher:1", "deepsearch", "oracle"]
+    rows = {}
+    for workers in (1, 2):
+        out = tmp_path / f"workers{workers}"
+        summary = run_evaluation(questions, strategies, config, out, progress=False, workers=workers)
+        rows[workers] = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+        assert all(summary[spec]["questions"] == 2 for spec in strategies)
+        for row in rows[workers]:
+            assert row["provider"] == "openai" and row["calls"] >= 1 and row["prompt_tokens"] > 0, row
+            trace = Result.load(trace_path(out / "traces", row["strategy"], row["id"]))
+            assert trace.trace and trace.usage.calls == row["calls"]      # its own ledger, its own steps
+    assert sorted((r["strategy"], r["id"]) for r in rows[2]) == sorted((r["strategy"], r["id"]) for r in rows[1])
+    assert len(rows[2]) == len(strategies) * len(questions)
 
 
 def test_openai_backend_unreachable_says_what_to_do():

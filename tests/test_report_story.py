@@ -64,7 +64,9 @@ def test_a_sentence_that_leans_on_unseen_text_is_rewritten_or_dropped():
                      "Over time the moral panic faded.",                      # a panic the report never named
                      "This change is described in the production collection.",
                      "His seasons continued the anthology tradition in 1999.",
-                     "These changes made the show popular in 2003."):
+                     "These changes made the show popular in 2003.",
+                     "The episode was divisive when it first aired.",
+                     'the Monorail" and "Last Exit to Springfield" (season 4).'):
         text, note = standalone(sentence, "The show moved to high definition.")
         assert text == "" and note.startswith("dropped a sentence that leans on text the reader never saw"), sentence
     assert standalone("These changes made the show popular in 2003.", "The animation changed in 2002.")[0]

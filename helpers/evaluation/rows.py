@@ -117,16 +117,14 @@ def read_rows(results_file: Path) -> list[dict]:
 
 def run_keys(questions: list[EvalQuestion], strategies: list[str], config: Config, prompts: PromptSet,
              judge: bool = False) -> dict[tuple[str, str], str]:
-    """The ``row_key`` of every (strategy, question id) of a run."""
-    keys = {}
-    for spec in strategies:
-        label, _, run_config = run_config_for(spec, config)
-        keys.update({(spec, q.id): row_key(q, label, run_config, prompts, judge) for q in questions})
-    return keys
+    """The ``row_key`` of every (strategy, question id) of a run, question by question, every strategy in turn."""
+    configs = {spec: run_config_for(spec, config) for spec in strategies}
+    return {(spec, q.id): row_key(q, configs[spec][0], configs[spec][2], prompts, judge)
+            for q in questions for spec in strategies}
 
 
 def current_rows(results_file: Path, keys: dict[tuple[str, str], str]) -> list[dict]:
-    """The saved rows of a run (``run_keys``), each once: rows made under other settings are left out."""
-    wanted = set(keys.values())
-    rows = {row["key"]: row for row in read_rows(results_file) if row.get("key") in wanted}
-    return list(rows.values())
+    """The saved rows of a run (``run_keys``), each once, in the order of ``keys`` (whatever order the
+    runs ended in): rows made under other settings are left out."""
+    saved = {row["key"]: row for row in read_rows(results_file) if row.get("key")}
+    return [saved[key] for key in dict.fromkeys(keys.values()) if key in saved]

@@ -36,7 +36,7 @@ _DEMONSTRATIVE = re.compile(r"\b(?:this|these|those)\s+([A-Za-z-]+)(?:\s+([a-z-]
 # ("the switch to high definition") or a name does ("the Scully era")
 _DEFINITE = re.compile(r"\bthe\s+(?:([a-z-]+)\s+)?(problems?|issues?|controversy|panic|debate|decline|dispute|"
                        r"shift|changes?|move|switch|criticism|complaints?|backlash|standoff|deal|trend|idea|label|"
-                       r"phrase|era|period|version|approach|practice|decision|plan)\b"
+                       r"phrase|era|period|version|approach|practice|decision|plan|episode)\b"
                        r"(?!\s+(?:of|to|over|about|between|from|with|that|which|who|in|for|on|at|by|as)\b)",
                        re.IGNORECASE)
 # a sentence that opens with a person it does not name: in a report told in time order, the sentence
@@ -69,7 +69,9 @@ def standalone(sentence: str, earlier: str) -> tuple[str, str]:
         text = _ALSO.sub("", text)
         note = note or "removed 'also', which points at text the reader may not have"
     why = ""
-    if _POINTER.search(text):
+    if text[:1].islower() or text[:1] in ",;:)]":
+        why = "it starts in the middle of a sentence"
+    elif _POINTER.search(text):
         why = f"it points into the knowledge base ({_POINTER.search(text).group(0)!r})"
     elif _RELATIVE_TIME.search(text) and not years_in(text) and not _ANCHOR.search(text):
         why = f"{_RELATIVE_TIME.search(text).group(0)!r} needs a date it does not give"

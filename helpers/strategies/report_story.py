@@ -123,7 +123,7 @@ def plan_story(llm: LLM, question: str, sections: list[Section], template: str |
         keys = ", ".join(f'"theme_{i}": "..."' for i in range(1, len(sections) + 1))
         entry.messages = [{"role": "user", "content": render("report_plan", template, question=question,
                                                              themes=fence(listing), keys=keys)}]
-        schema = create_model("StoryPlan", **{f"theme_{i}": (str, Field(..., **plain("a heading of a few words", 60)))
+        schema = create_model("StoryPlan", **{f"theme_{i}": (str, Field(..., **plain("a heading of a few words", 80)))
                                               for i in range(1, len(sections) + 1)},
                               title=(str, Field(..., **plain("a title of a few words", 80))))
         title, headings = "", [""] * len(sections)
@@ -141,6 +141,7 @@ def plan_story(llm: LLM, question: str, sections: list[Section], template: str |
             why = "none was written" if not words else \
                 f"it is a sentence of {len(heading.split())} words" if len(heading.split()) > HEADING_WORDS else \
                 "it ends as a sentence" if heading.endswith(".") else \
+                "it lists pages" if ";" in heading else \
                 "an earlier theme has the same heading" if any(len(words & w) / len(words | w) >= 0.5 for w in named) \
                 else ""
             if why:
@@ -171,6 +172,13 @@ def in_time_order(section: Section) -> None:
     section.points = [(sentence, cited) for _, sentence, cited in keyed]
 
 
+def as_written(section: Section) -> Section:
+    """The section as its prompt shows it: each passage by its dated sentences (``dated_excerpt``) and
+    without its page's header, which a small model copies as its sentence."""
+    return Section(section.heading, [replace(h, text=dated_excerpt(body_of(h.text, h.title, h.section)), title="",
+                                             section="") for h in section.hits], section.numbers, heading=section.heading)
+
+
 def write_story(llm: LLM, question: str, sections: list[Section], templates: dict[str, str | None] | None = None,
                 point_chars: int = 0) -> tuple[str, str, list[Hit], list[TraceStep]]:
     """The whole story: plan, sections, conclusion.  Returns the title (with its span of years, or ''),
@@ -182,10 +190,8 @@ def write_story(llm: LLM, question: str, sections: list[Section], templates: dic
     try:
         title, step = plan_story(llm, question, sections, templates.get("report_plan"))
         steps.append(step)
-        for section in sections:  # written from the dated excerpts, without the pages' headers (a small model copies them)
-            shown = Section(section.heading, [replace(h, text=dated_excerpt(body_of(h.text, h.title, h.section)),
-                                                      title="", section="") for h in section.hits], section.numbers,
-                            heading=section.heading)
+        for section in sections:
+            shown = as_written(section)
             steps.append(write_section(llm, question, shown, templates.get("report_section_story"),
                                        per_passage=True, point_chars=point_chars, prompt="report_section_story"))
             section.points = shown.points
