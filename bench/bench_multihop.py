@@ -109,6 +109,8 @@ def main() -> None:
     parser.add_argument("--limit", type=int, help="at most N questions of each set, its types in turn")
     parser.add_argument("--strategies", default=STRATEGIES)
     parser.add_argument("--out", help="results folder (default outputs/bench/multihop/<model>); one subfolder a set")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="questions at once against a model server (DSL_PROVIDER=openai or ollama)")
     add_settings_argument(parser)  # with a new --out: rows of other settings are not rerun
     args = parser.parse_args()
     settings = parsed_settings(parser, args.settings)
@@ -123,7 +125,7 @@ def main() -> None:
         corpus, questions_file = BENCHMARKS[benchmark]
         questions = sample_by_type(load_questions(questions_file), args.limit)
         prepare_corpus(corpus, config)
-        summary = run_evaluation(questions, strategies, config, out / benchmark, ks=(2, 5))
+        summary = run_evaluation(questions, strategies, config, out / benchmark, ks=(2, 5), workers=args.workers)
         report(benchmark, questions, strategies, summary, config, settings, out / benchmark)
 
 

@@ -162,6 +162,15 @@ def test_the_storage_benches_on_a_small_corpus(scripted, tmp_path, monkeypatch, 
     assert "only changed chunks embedded again" in printed and "count before = count after" in printed
 
 
+def test_the_scale_bench_on_a_small_corpus(any_reply, tmp_path, monkeypatch, capsys):
+    printed = run("bench_scale", ["--paragraphs", 300, "--sizes", "300,900", "--queries", 3, "--workers", "",
+                                  "--out", tmp_path], monkeypatch, capsys)
+    rows = [json.loads(line) for line in (tmp_path / "scale.jsonl").read_text().splitlines()]
+    assert [r["part"] for r in rows] == ["ingest", "search", "search"] and rows[2]["chunks"] == 900
+    assert all(r["dense p95 ms"] > 0 and r["hybrid p95 ms"] > 0 and r["disk MiB"] > 0 for r in rows[1:])
+    assert "dense p95 at 900 chunks" in printed
+
+
 @pytest.fixture(scope="module")
 def bench_out(tmp_path_factory) -> Path:
     """One bench folder for this module's runs: the knowledge base the first one ingests, the next reuse."""

@@ -164,3 +164,53 @@ def test_the_embedded_model_runs_one_question_at_a_time(small_config):
         assert evaluation.usable_workers(small_config, 3) == 1
     with pytest.raises(InputError, match="1 or more"):
         evaluation.usable_workers(small_config, 0)
+
+
+KILLED_RUN = """
+import sys, time
+sys.path.insert(0, {root!r})
+import helpers.evaluation.harness as evaluation
+from helpers.config import FAST_OVERRIDES, load_config
+from helpers.results import Result
+
+def fake_run(name, question, config, **kwargs):  # a run that takes a while, as a model's would
+    time.sleep(0.3)
+    return Result(question, name, answer="Hester Lindqvist")
+
+evaluation.run_strategy = fake_run
+for shared in ("get_backend", "get_embedder", "open_store"):
+    setattr(evaluation, shared, lambda config: None)
+config = load_config(overrides={{**FAST_OVERRIDES, "llm.temperature": 0.0, "llm.provider": "openai",
+                                 "llm.base_url": "http://127.0.0.1:9/v1"}})  # the tests' profile (conftest)
+questions = evaluation.load_questions({questions!r})
+evaluation.run_evaluation(questions, ["naive", "chain"], config, {out!r}, progress=False, workers=2)
+"""
+
+
+def test_a_parallel_run_killed_at_any_moment_resumes_without_losing_or_doubling_a_row(monkeypatch, tmp_path,
+                                                                                       small_config):
+    import signal
+    import subprocess
+    import sys
+    import time as clock
+    out = tmp_path / "killed"
+    script = KILLED_RUN.format(root=str(PROJECT_ROOT), questions=str(SAMPLE / "questions.json"), out=str(out))
+    process = subprocess.Popen([sys.executable, "-c", script], cwd=PROJECT_ROOT)
+    results = out / "results.jsonl"
+    deadline = clock.monotonic() + 120
+    while clock.monotonic() < deadline and (not results.exists() or len(results.read_text().splitlines()) < 3):
+        clock.sleep(0.05)
+    process.send_signal(signal.SIGKILL)  # no handler runs: whatever is on disk is what a crash leaves
+    process.wait(timeout=30)
+    saved = [json.loads(line) for line in results.read_text().splitlines()]  # whole lines only
+    questions = load_questions(SAMPLE / "questions.json")
+    assert 3 <= len(saved) < 2 * len(questions)
+    server = with_overrides(small_config, {"llm.provider": "openai", "llm.base_url": "http://127.0.0.1:9/v1"})
+    for shared in ("get_backend", "get_embedder", "open_store"):
+        monkeypatch.setattr(evaluation, shared, lambda config: None)
+    started = fake_runs(monkeypatch)
+    run_evaluation(questions, ["naive", "chain"], server, out, progress=False, workers=2)
+    rows = [json.loads(line) for line in results.read_text().splitlines()]
+    assert len(started) == 2 * len(questions) - len(saved)
+    assert sorted((r["strategy"], r["id"]) for r in rows) == sorted((s, q.id) for q in questions
+                                                                    for s in ("naive", "chain"))

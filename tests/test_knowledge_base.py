@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import TEST_PROFILE
 from servers import free_port, wait_for_port
 
 from helpers.config import PROJECT_ROOT, load_config
@@ -17,6 +18,7 @@ from helpers.knowledge.embeddings import Embedder, get_embedder
 from helpers.knowledge.ingest import ingest, ingest_manifest
 from helpers.knowledge.retrieval import best_part, query_beside_title, search_collections
 from helpers.knowledge.vectorstore import MilvusStore, open_store
+from helpers.strategies.chain import run_chain
 
 DATA = PROJECT_ROOT / "data"
 CHECKS = [json.loads(line) for line in (DATA / "qa" / "search_checks.jsonl").read_text().splitlines() if line.strip()]
@@ -147,7 +149,12 @@ def test_json_corpus_one_record_per_chunk(tmp_path, kb):
 
 
 
+@pytest.mark.slow
 def test_server_mode_uri(tmp_path, kb):
+    """The code path of a server URI (``http://host:port``: no local path, no lock, the server's own
+    consistency after insert) against a Milvus Lite server started here: ingest, dense and hybrid
+    search, the chain, and a second client at once.  A Milvus standalone or cluster is reached the same
+    way (docs/scale.md)."""
     config, _, _ = kb
     port = free_port()
     milvus_lite = Path(sys.executable).with_name("milvus-lite")
@@ -161,8 +168,16 @@ def test_server_mode_uri(tmp_path, kb):
         report = ingest([str(DATA / "distractors" / "volcanoes")], "volcanoes", "volcano facts", server_config,
                         store=store, progress=False)
         assert report.chunks_added > 5
-        hits = store.search("volcanoes", "Mount St. Helens eruption", get_embedder(config.embedding), k=3)
+        embedder = get_embedder(config.embedding)
+        hits = store.search("volcanoes", "Mount St. Helens eruption", embedder, k=3)
         assert any("famous_eruptions" in h.source for h in hits)
+        hybrid = store.search("volcanoes", "Mount St. Helens eruption", embedder, k=3, mode="hybrid")
+        assert any("famous_eruptions" in h.source for h in hybrid) and all(h.similarity is not None for h in hybrid)
+        # the chain, with the real small model, reads its passages from the server
+        chain = run_chain("How many people died when Mount St. Helens erupted in 1980?",
+                          load_config(overrides={**TEST_PROFILE, "vector_db.uri": f"http://127.0.0.1:{port}"}),
+                          store=store, embedder=embedder, collections=["volcanoes"])
+        assert not chain.error and any("famous_eruptions" in s.source for s in chain.sources[:5])
         # a second client (another process) can use the same server at once
         result = subprocess.run([sys.executable, "-m", "helpers", "collections"], capture_output=True, text=True,
                                 env={**ENV, "MILVUS_URI": f"http://127.0.0.1:{port}"}, timeout=120)

@@ -390,7 +390,8 @@ def run_evaluation(questions: list[EvalQuestion], strategies: list[str], config:
                 if not running:
                     break
                 finished, running = wait(running, return_when=FIRST_COMPLETED)
-                for future in finished:
+                stopped = [f for f in finished if f.exception() is not None]  # a run stopped by Ctrl-C
+                for future in (f for f in finished if f.exception() is None):
                     row = future.result()
                     append_row(results_file, row)
                     bar.update()
@@ -398,6 +399,8 @@ def run_evaluation(questions: list[EvalQuestion], strategies: list[str], config:
                         recalls.append(row[f"recall@{ks[-1]}"])
                         bar.set_postfix({f"recall@{ks[-1]}": f"{sum(recalls) / len(recalls):.2f}",
                                          "strategy": row["strategy"]})
+                if stopped:
+                    raise stopped[0].exception()
         except KeyboardInterrupt:  # no new run starts; the runs in flight end and are saved, then it stops
             for future in wait(running).done:
                 if future.exception() is None:

@@ -28,8 +28,8 @@ from helpers.models.llm import LLM
 from helpers.prompts import fence, prompt_version, render
 from helpers.results import Hit, TraceStep, traced
 from helpers.strategies.report_checks import cited_in_order, standalone
-from helpers.strategies.report_writer import (HEADING_WORDS, Section, by_collection, repeats, write_overview,
-                                              write_section)
+from helpers.strategies.report_writer import (HEADING_WORDS, Section, by_collection, numbered_sections, repeats,
+                                              write_overview, write_section)
 from helpers.strategies.reports import SENTENCE_END, cite_marks, clean_text, content_words, plain
 from helpers.strategies.timeline import change_score, dated_excerpt, first_year, span
 from helpers.values import years_in
@@ -55,19 +55,7 @@ def story_outline(searches: list[tuple[str, list[Hit]]], skip: set[str], max_sec
         if dated[widest] <= per_section or len({document_of(h) for h in groups[widest][1]}) < 2:
             break
         groups[widest: widest + 1] = split_by_era(*groups[widest])
-    taken: set[str] = set(skip)
-    sections: list[Section] = []
-    number = 1
-    for topic, hits in groups:
-        chosen = pick_dated([h for h in hits if h.id not in taken], per_section)
-        if len(chosen) < 2:
-            continue
-        taken |= {h.id for h in chosen}
-        sections.append(Section(topic, chosen, list(range(number, number + len(chosen)))))
-        number += len(chosen)
-        if len(sections) == max_sections:
-            break
-    return sections
+    return numbered_sections(groups, skip, max_sections, lambda free: pick_dated(free, per_section))
 
 
 def split_by_era(topic: str, hits: list[Hit]) -> list[tuple[str, list[Hit]]]:

@@ -25,7 +25,7 @@ Every decision is a note in the trace.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -70,15 +70,26 @@ def outline(searches: list[tuple[str, list[Hit]]], skip: set[str], max_sections:
         groups = searches[1:]
     else:
         groups = split_wide(groups, max_sections, per_section)
+
+    def choose(free: list[Hit]) -> list[Hit]:
+        chosen = at_most_per_document(free, 1)[:per_section]
+        pages = {(h.source, h.section) for h in chosen}
+        rest = sorted((h for h in free if h not in chosen), key=lambda h: (h.source, h.section) in pages)
+        return chosen + rest[: per_section - len(chosen)]
+
+    return numbered_sections(groups, skip, max_sections, choose)
+
+
+def numbered_sections(groups: list[tuple[str, list[Hit]]], skip: set[str], max_sections: int,
+                      choose: Callable[[list[Hit]], list[Hit]]) -> list[Section]:
+    """One section per group, in order, with the passages ``choose`` picks from those no earlier section
+    took and none in ``skip``; a group left with fewer than two gives no section.  Passages are numbered
+    report-wide, at most ``max_sections`` sections."""
     taken: set[str] = set(skip)
     sections: list[Section] = []
     number = 1
     for topic, hits in groups:
-        free = [h for h in hits if h.id not in taken]
-        chosen = at_most_per_document(free, 1)[:per_section]
-        pages = {(h.source, h.section) for h in chosen}
-        rest = sorted((h for h in free if h not in chosen), key=lambda h: (h.source, h.section) in pages)
-        chosen += rest[: per_section - len(chosen)]
+        chosen = choose([h for h in hits if h.id not in taken])
         if len(chosen) < 2:
             continue
         taken |= {h.id for h in chosen}

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 
+from helpers.knowledge.chunking import body_of
 from helpers.knowledge.embeddings import Embedder
 from helpers.knowledge.store import VectorStore
 from helpers.config import SearchConfig
@@ -98,7 +99,7 @@ def timeline_search(store: VectorStore, embedder: Embedder, question: str, colle
                                                  max_per_document=per_page)) for name in collections]
         hits = [h for _, found in searches for h in found]
         entries = sorted({(year, h.title, " ".join(sentence.split()[:10]))
-                          for h in hits for year, sentence in dated_sentences(h.text)})
+                          for h in hits for year, sentence in dated_sentences(body_of(h.text, h.title, h.section))})
         entry.kept = [{**hit_summary(h), "years": sorted(set(years_in(h.text))), "change_score": change_score(h.text)}
                       for h in hits]
         entry.parsed = [f"{year} · {title} · {words}…" for year, title, words in entries]
