@@ -7,7 +7,8 @@ On this machine, nothing else running:
 - search: the same collection grown to each of ``--sizes`` chunks (beyond the real corpus, synthetic
   rows: a real paragraph's vector with noise, and a text drawn from the corpus's words, so dense and BM25
   both have work), and at each size the latency of ``--queries`` searches (the dev questions), dense and
-  hybrid, p50 and p95, with the memory of the Milvus Lite server process and the directory's size on disk;
+  hybrid, p50 and p95, with the memory of this process (Milvus Lite runs inside it, beside the embedding model)
+  and the directory's size on disk;
 - throughput: ``--eval-questions`` dev questions answered by naive RAG through a local llama.cpp server
   (``python -m llama_cpp.server``, the fast 0.5B model) with 1, 2 and 4 workers: questions per minute,
   and the ratio to 1 worker (that server answers one request at a time: on one machine the workers only
@@ -123,22 +124,20 @@ def measure_store(sizes: list[int], queries: int, stamp: dict, config, paragraph
         dense, hybrid = latencies(store, embedder, questions, "dense"), latencies(store, embedder, questions, "hybrid")
         row = {"part": "search", "chunks": count, "dense p50 ms": round(dense[0], 1), "dense p95 ms": round(dense[1], 1),
                "hybrid p50 ms": round(hybrid[0], 1), "hybrid p95 ms": round(hybrid[1], 1),
-               "server MiB": round(milvus_rss(), 0), "disk MiB": round(disk_mib(folder), 0),
+               "process MiB": round(process_rss(), 0), "disk MiB": round(disk_mib(folder), 1),
                "grow s": round(grow_s, 1), **stamp}
         out.append(row)
         print(f"{count:>8} chunks: dense p50/p95 {row['dense p50 ms']}/{row['dense p95 ms']} ms, hybrid "
-              f"{row['hybrid p50 ms']}/{row['hybrid p95 ms']} ms, server {row['server MiB']:.0f} MiB, disk "
+              f"{row['hybrid p50 ms']}/{row['hybrid p95 ms']} ms, process {row['process MiB']:.0f} MiB, disk "
               f"{row['disk MiB']:.0f} MiB (grown in {grow_s:.0f} s)", flush=True)
     store.close()
     return out
 
 
-def milvus_rss() -> float:
-    """The memory of the Milvus Lite server processes this process started (its children), in MiB."""
+def process_rss() -> float:
+    """The memory of this process (Milvus Lite runs inside it) and of any process it started, in MiB."""
     import os
-    children = [int(c) for task in Path(f"/proc/{os.getpid()}/task").iterdir()
-                for c in (task / "children").read_text().split()]
-    return sum(rss_mib(pid) for pid in children)
+    return rss_mib(os.getpid())
 
 
 def measure_workers(workers: list[int], count: int, stamp: dict) -> list[dict]:
