@@ -54,6 +54,8 @@ def main() -> None:
                         help="a collections manifest, or a JSON list of {title, text} paragraphs")
     parser.add_argument("--out", help="results folder (default outputs/bench/evaluation/<model>/<questions>)")
     parser.add_argument("--judge", action="store_true", help="also ask the LLM judge (one more call per row)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="questions at once against a model server (DSL_PROVIDER=openai or ollama)")
     args = parser.parse_args()
 
     model = bench_config(fast=args.fast).llm.model
@@ -63,7 +65,7 @@ def main() -> None:
     questions = sample_by_type(load_questions(config.resolve_path(args.questions)), args.limit,
                                args.types.split(",") if args.types else None)
     strategies = args.strategies.split(",")
-    summary = run_evaluation(questions, strategies, config, out, ks=(2, 5), judge=args.judge)
+    summary = run_evaluation(questions, strategies, config, out, ks=(2, 5), judge=args.judge, workers=args.workers)
 
     columns = ["questions", "failures", "recall@2", "recall@5", "recall@5 multi_hop", "em", "f1", "contains",
                "calls", "prompt_tokens", "completion_tokens", "seconds"]

@@ -5,7 +5,6 @@ import argparse
 import json
 import os
 import sys
-import time
 import warnings
 from typing import TYPE_CHECKING, Callable
 
@@ -70,18 +69,9 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
 @command("serve", "serve the configured GGUF model on an OpenAI-compatible API (llama.cpp's server) until Ctrl-C",
          _serve_args)
 def _serve(args: argparse.Namespace) -> None:
-    from helpers.models.llama_server import llama_server
-    from helpers.models.model_files import resolve_gguf
+    from helpers.models.llama_server import serve_until_stopped
     config = load_config(overrides=_overrides(args))
-    gguf = resolve_gguf(config.llm.model)
-    threads = args.threads or os.cpu_count() or 1
-    with llama_server(gguf, config.llm.model, context_size=config.llm.context_size, threads=threads,
-                      seed=config.llm.seed) as base_url:
-        print(f"serving {config.llm.model} ({gguf.name}) at {base_url}; in another shell:\n"
-              f"  DSL_PROVIDER=openai OPENAI_BASE_URL={base_url} DSL_MODEL={config.llm.model} "
-              f"python -m helpers eval --workers 2 ...\nCtrl-C stops it.", flush=True)
-        while True:
-            time.sleep(3600)
+    serve_until_stopped(config.llm, args.threads or os.cpu_count() or 1)
 
 
 def _ingest_args(p: argparse.ArgumentParser) -> None:
@@ -248,21 +238,6 @@ def _demo(args: argparse.Namespace) -> None:
              prompts=PromptSet.load(args.prompts) if args.prompts else None)
 
 
-def strategy_list(text: str) -> list[str]:
-    """Comma-separated strategy specs, each checked; an empty list, an empty name or a repeat is refused."""
-    from helpers.evaluation.harness import parse_strategy
-    specs = [part.strip() for part in text.split(",")]
-    if not all(specs):
-        raise InputError(f"--strategies {text!r} names an empty strategy: list names separated by commas, "
-                         "e.g. --strategies naive,chain (or leave the option out for the default set)")
-    repeated = sorted({spec for spec in specs if specs.count(spec) > 1})
-    if repeated:
-        raise InputError(f"--strategies names {', '.join(repeated)} more than once: name each strategy once")
-    for spec in specs:
-        parse_strategy(spec)
-    return specs
-
-
 def _eval_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--benchmark", choices=["2wiki", "varied"], help="a public benchmark shipped in data/ "
                    "(2wiki: 6,119 Wikipedia paragraphs, 200 dev questions; varied: 60 questions of other "
@@ -293,6 +268,7 @@ def _eval_args(p: argparse.ArgumentParser) -> None:
 def _eval(args: argparse.Namespace) -> None:
     from helpers.evaluation.harness import (BENCHMARKS, check_corpus, check_questions, current_rows, load_questions,
                                             prepare_corpus, read_rows, run_evaluation, run_keys, sample_by_type)
+    from helpers.evaluation.specs import strategy_list
     from helpers.evaluation.summary import answer_table, miss_table
     base = load_config()
     if args.benchmark:

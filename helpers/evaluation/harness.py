@@ -24,23 +24,21 @@ as that row's failure, with the traceback in its trace file, and the run goes on
 Every row also says why each gold title it missed was missed (``explain_misses``):
 never retrieved, retrieved then dropped by a step, or ranked below k.
 
-With ``workers`` > 1 several questions run at once against a model server (``openai`` or ``ollama``;
-the embedded backend runs one at a time, ``usable_workers``).  Each run keeps its own budget, ledger
-and trace; only the main thread writes rows, one whole line each, as the runs end, so a kill at any
-moment loses at most the runs in flight (they run again on resume) and never tears a row another
-run finished.  The file's lines are in the order the runs ended; ``current_rows`` gives them back in
-question order, so the summary and the CSV do not depend on which worker ran what.
+With ``workers`` > 1 several questions run at once against a model server (``parallel``).  Each run
+keeps its own budget, ledger and trace; the rows are written by this thread as the runs end, so a kill
+loses at most the runs in flight (they run again on resume).  The file's lines are in the order the
+runs ended; ``current_rows`` gives them back in question order, so the summary and the CSV do not
+depend on which worker ran what.
 """
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import time
 import traceback
 import warnings
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from functools import partial
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -49,6 +47,7 @@ from tqdm.auto import tqdm
 from helpers.config import PROJECT_ROOT, Config, check_question_fits
 from helpers.errors import InputError, StructuredOutputError
 from helpers.evaluation.oracle import ORACLE, run_oracle
+from helpers.evaluation.parallel import append_row, run_jobs, usable_workers
 from helpers.evaluation.plots import plot_evaluation
 from helpers.evaluation.scoring import AnswerScore, score_answer
 from helpers.evaluation.rows import (EvalQuestion, current_rows, keep_earlier_trace, model_hash, read_rows, row_key,
@@ -328,27 +327,6 @@ def evaluate_one(question: EvalQuestion, spec: str, config: Config, ks: list[int
     return row
 
 
-def usable_workers(config: Config, workers: int) -> int:
-    """How many questions may run at once: ``workers`` against a model server, 1 with the embedded
-    backend (one model in this process answers one call at a time; a warning says so)."""
-    if workers < 1:
-        raise InputError(f"--workers must be 1 or more (got {workers})")
-    if workers > 1 and config.llm.provider == "llamacpp":
-        warnings.warn(f"{workers} workers asked for, but the embedded model (llm.provider: llamacpp) answers one "
-                      "call at a time: running 1; serve the model (python -m helpers serve, vLLM or Ollama) "
-                      "and set llm.provider to openai or ollama to run questions in parallel")
-        return 1
-    return workers
-
-
-def append_row(results_file: Path, row: dict) -> None:
-    """One row as one line, written and flushed to disk before the next: a kill leaves whole lines."""
-    with results_file.open("a") as handle:
-        handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-
-
 def run_evaluation(questions: list[EvalQuestion], strategies: list[str], config: Config, out_dir: str | Path,
                    ks: tuple[int, ...] = (2, 5), judge: bool = False, progress: bool = True,
                    prompts: PromptSet | dict | None = None, workers: int = 1) -> dict:
@@ -376,36 +354,16 @@ def run_evaluation(questions: list[EvalQuestion], strategies: list[str], config:
             run_config = run_config_for(spec, config)[2]
             get_backend(run_config.llm), get_embedder(run_config.embedding), open_store(run_config)
     recalls: list[float] = []
-    pending = iter(todo)
-    with tqdm(total=len(todo), desc="evaluate", unit="run", disable=not progress) as bar, \
-            ThreadPoolExecutor(max_workers=workers, thread_name_prefix="eval") as pool:
-        running = set()
-        try:
-            while True:
-                for spec, question in pending:  # keep ``workers`` runs going, no more: a kill loses only those
-                    running.add(pool.submit(evaluate_one, question, spec, config, list(ks), judge,
-                                            trace_dir=out / "traces", prompts=prompts))
-                    if len(running) == workers:
-                        break
-                if not running:
-                    break
-                finished, running = wait(running, return_when=FIRST_COMPLETED)
-                stopped = [f for f in finished if f.exception() is not None]  # a run stopped by Ctrl-C
-                for future in (f for f in finished if f.exception() is None):
-                    row = future.result()
-                    append_row(results_file, row)
-                    bar.update()
-                    if row.get(f"recall@{ks[-1]}") is not None:
-                        recalls.append(row[f"recall@{ks[-1]}"])
-                        bar.set_postfix({f"recall@{ks[-1]}": f"{sum(recalls) / len(recalls):.2f}",
-                                         "strategy": row["strategy"]})
-                if stopped:
-                    raise stopped[0].exception()
-        except KeyboardInterrupt:  # no new run starts; the runs in flight end and are saved, then it stops
-            for future in wait(running).done:
-                if future.exception() is None:
-                    append_row(results_file, future.result())
-            raise
+    with tqdm(total=len(todo), desc="evaluate", unit="run", disable=not progress) as bar:
+        def saved(row: dict) -> None:
+            append_row(results_file, row)
+            bar.update()
+            if row.get(f"recall@{ks[-1]}") is not None:
+                recalls.append(row[f"recall@{ks[-1]}"])
+                bar.set_postfix({f"recall@{ks[-1]}": f"{sum(recalls) / len(recalls):.2f}", "strategy": row["strategy"]})
+
+        run_jobs([partial(evaluate_one, question, spec, config, list(ks), judge, trace_dir=out / "traces",
+                          prompts=prompts) for spec, question in todo], workers, saved)
     rows = current_rows(results_file, keys)
     summary = summarise(rows, strategies, ks)
     (out / "summary.json").write_text(json.dumps(summary, indent=2))

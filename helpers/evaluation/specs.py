@@ -31,3 +31,17 @@ def parse_strategy(spec: str) -> tuple[str, str, dict]:
             raise InputError(f"'{spec}': the search mode after '/' must be 'dense' or 'hybrid'")
         overrides["search.mode"] = mode
     return spec, name, overrides
+
+
+def strategy_list(text: str) -> list[str]:
+    """Comma-separated strategy specs, each checked; an empty list, an empty name or a repeat is refused."""
+    specs = [part.strip() for part in text.split(",")]
+    if not all(specs):
+        raise InputError(f"--strategies {text!r} names an empty strategy: list names separated by commas, "
+                         "e.g. --strategies naive,chain (or leave the option out for the default set)")
+    repeated = sorted({spec for spec in specs if specs.count(spec) > 1})
+    if repeated:
+        raise InputError(f"--strategies names {', '.join(repeated)} more than once: name each strategy once")
+    for spec in specs:
+        parse_strategy(spec)
+    return specs

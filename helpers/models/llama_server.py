@@ -11,9 +11,12 @@ import time
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from helpers.errors import BackendUnreachableError
+
+if TYPE_CHECKING:
+    from helpers.config import LLMConfig
 
 
 def free_port() -> int:
@@ -63,3 +66,15 @@ def llama_server(gguf: Path, alias: str, *, context_size: int, threads: int, see
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def serve_until_stopped(config: LLMConfig, threads: int) -> None:
+    """Serve the GGUF file of ``config.model`` under that name until Ctrl-C, printing how to point runs at it."""
+    from helpers.models.model_files import resolve_gguf
+    gguf = resolve_gguf(config.model)
+    with llama_server(gguf, config.model, context_size=config.context_size, threads=threads, seed=config.seed) as url:
+        print(f"serving {config.model} ({gguf.name}) at {url}; in another shell:\n"
+              f"  DSL_PROVIDER=openai OPENAI_BASE_URL={url} DSL_MODEL={config.model} "
+              f"python -m helpers eval --workers 2 ...\nCtrl-C stops it.", flush=True)
+        while True:
+            time.sleep(3600)

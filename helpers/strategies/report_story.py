@@ -38,13 +38,13 @@ PROMPTS = ("report_plan", "report_section_story", "report_conclusion")
 
 
 def story_outline(searches: list[tuple[str, list[Hit]]], skip: set[str], max_sections: int = 6,
-                  per_section: int = 4) -> list[Section]:
+                  per_section: int = 5) -> list[Section]:
     """The themes of a story of change, each with up to ``per_section`` passages no other theme took
     and none in ``skip``.
 
     One theme per collection (``by_collection``, in turn order); while there is room, the theme with
-    the most passages that date a change (``change_score``) beyond what one section shows is split in
-    two by its pages, the earlier pages first (``split_by_era``).  A theme takes, page by page in turn,
+    the most dated passages (``change_score`` above 0) beyond what one section shows is split in two by
+    its pages, the earlier pages first (``split_by_era``).  A theme takes, page by page in turn,
     each page's passage that dates the most changes (ties: the better ranked); an undated passage only
     when fewer than three are dated.  The chosen passages are told in time order (the first year each
     writes)."""
