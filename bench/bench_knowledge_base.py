@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import BENCH_OUT, bench_config, median_p95, table
+from common import BENCH_OUT, bench_config, search_latency_ms, table
 
 from helpers.config import PROJECT_ROOT
 from helpers.knowledge.chunking import chunk_documents
@@ -90,13 +90,7 @@ def search_latency(rows: int, queries: int) -> list[dict]:
     questions = [c.text.split("\n", 1)[-1][:80] for c in chunks[:queries]]
     results = []
     for mode in ("dense", "hybrid"):
-        store.search("latency", questions[0], embedder, k=5, mode=mode)  # warm-up
-        timings = []
-        for question in questions:
-            started = time.perf_counter()
-            store.search("latency", question, embedder, k=5, mode=mode)
-            timings.append(1000 * (time.perf_counter() - started))
-        median, p95 = median_p95(timings)
+        median, p95 = search_latency_ms(store, "latency", embedder, questions, mode)
         results.append({"mode": mode, "rows": rows, "queries": len(questions), "median ms": median, "p95 ms": p95})
     store.close()
     shutil.rmtree(path, ignore_errors=True)

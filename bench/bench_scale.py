@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 import time
 from pathlib import Path
 
 import numpy as np
-from common import BENCH_OUT, PROJECT_ROOT, median_p95, table
+from common import BENCH_OUT, PROJECT_ROOT, search_latency_ms, table
 
 DATA = PROJECT_ROOT / "data" / "2wiki"
 COLLECTION = "scale"
@@ -67,17 +68,6 @@ def synthetic_rows(paragraphs: list[dict], vectors: np.ndarray, count: int, star
                      "text": " ".join(rng.choices(words, k=60)), "source": "synthetic", "title": f"synthetic {n}",
                      "section": "", "chunk_index": 0, "content_hash": ""})
     return rows
-
-
-def latencies(store, embedder, questions: list[str], mode: str) -> tuple[float, float]:
-    """p50 and p95 milliseconds of one search per question (after one warm-up search)."""
-    store.search(COLLECTION, questions[0], embedder, k=5, mode=mode)
-    times = []
-    for question in questions:
-        started = time.perf_counter()
-        store.search(COLLECTION, question, embedder, k=5, mode=mode)
-        times.append(1000 * (time.perf_counter() - started))
-    return median_p95(times)
 
 
 def measure_store(sizes: list[int], queries: int, stamp: dict, config, paragraphs_limit: int | None = None) -> list[dict]:
@@ -119,9 +109,9 @@ def measure_store(sizes: list[int], queries: int, stamp: dict, config, paragraph
                 print(f"  {count:,} chunks ({time.perf_counter() - started:.0f} s)", flush=True)
         store.flush(COLLECTION)
         grow_s = time.perf_counter() - started
-        store.client.release_collection(COLLECTION)  # load again, so the search sees every row
-        store._loaded.discard(COLLECTION)
-        dense, hybrid = latencies(store, embedder, questions, "dense"), latencies(store, embedder, questions, "hybrid")
+        store.close()  # opened again, the collection is loaded afresh, so the search sees every row
+        store = MilvusStore(str(folder))
+        dense, hybrid = (search_latency_ms(store, COLLECTION, embedder, questions, mode) for mode in ("dense", "hybrid"))
         row = {"part": "search", "chunks": count, "dense p50 ms": round(dense[0], 1), "dense p95 ms": round(dense[1], 1),
                "hybrid p50 ms": round(hybrid[0], 1), "hybrid p95 ms": round(hybrid[1], 1),
                "process MiB": round(process_rss(), 0), "disk MiB": round(disk_mib(folder), 1),
@@ -136,7 +126,6 @@ def measure_store(sizes: list[int], queries: int, stamp: dict, config, paragraph
 
 def process_rss() -> float:
     """The memory of this process (Milvus Lite runs inside it) and of any process it started, in MiB."""
-    import os
     return rss_mib(os.getpid())
 
 

@@ -5,6 +5,7 @@ import argparse
 import os
 import statistics
 import sys
+import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -42,6 +43,18 @@ def parsed_settings(parser: argparse.ArgumentParser, items: list[str]) -> dict[s
 def median_p95(values: list[float]) -> tuple[float, float]:
     ordered = sorted(values)
     return statistics.median(ordered), ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+
+
+def search_latency_ms(store, collection: str, embedder, questions: list[str], mode: str) -> tuple[float, float]:
+    """Median and p95 milliseconds of one top-5 search per question (query embedding included), after one
+    warm-up search."""
+    store.search(collection, questions[0], embedder, k=5, mode=mode)
+    timings = []
+    for question in questions:
+        started = time.perf_counter()
+        store.search(collection, question, embedder, k=5, mode=mode)
+        timings.append(1000 * (time.perf_counter() - started))
+    return median_p95(timings)
 
 
 def table(rows: list[dict]) -> str:

@@ -28,8 +28,8 @@ from helpers.models.llm import LLM
 from helpers.prompts import fence, prompt_version, render
 from helpers.results import Hit, TraceStep, traced
 from helpers.strategies.report_checks import cited_in_order, standalone
-from helpers.strategies.report_writer import (HEADING_WORDS, Section, by_collection, numbered_sections, repeats,
-                                              write_overview, write_section)
+from helpers.strategies.report_writer import (HEADING_WORDS, Section, by_collection, keep_new_points,
+                                              numbered_sections, write_overview, write_section)
 from helpers.strategies.reports import SENTENCE_END, cite_marks, clean_text, content_words, plain
 from helpers.strategies.timeline import change_score, dated_excerpt, first_year, span
 from helpers.values import years_in
@@ -49,8 +49,9 @@ def story_outline(searches: list[tuple[str, list[Hit]]], skip: set[str], max_sec
     when fewer than three are dated.  The chosen passages are told in time order (the first year each
     writes)."""
     groups = by_collection(searches, skip)
+    dated_ids = {h.id for _, hits in groups for h in hits if change_score(h.text)}
     while len(groups) < max_sections:
-        dated = [sum(1 for h in hits if change_score(h.text)) for _, hits in groups]
+        dated = [sum(1 for h in hits if h.id in dated_ids) for _, hits in groups]
         widest = max(range(len(groups)), key=dated.__getitem__)
         if dated[widest] <= per_section or len({document_of(h) for h in groups[widest][1]}) < 2:
             break
@@ -74,8 +75,9 @@ def pick_dated(hits: list[Hit], count: int, least_dated: int = 3) -> list[Hit]:
     """Up to ``count`` of ``hits``: page by page in turn, each page's passage that dates the most
     changes (ties keep the search order), then a second of each page...; undated passages only to
     reach ``least_dated``.  Returned in time order (the first year each writes; undated last)."""
-    ranked = sorted(hits, key=lambda h: -change_score(h.text))
-    dated = [h for h in ranked if change_score(h.text)]
+    score = {h.id: change_score(h.text) for h in hits}
+    ranked = sorted(hits, key=lambda h: -score[h.id])
+    dated = [h for h in ranked if score[h.id]]
     pages: dict[str, list[Hit]] = {}
     for hit in dated:
         pages.setdefault(document_of(hit), []).append(hit)
@@ -185,25 +187,12 @@ def write_story(llm: LLM, question: str, sections: list[Section], templates: dic
             section.points = shown.points
     except BudgetExceededError as exc:
         steps.append(TraceStep("budget", notes=[f"{exc}; the report keeps the sections written so far"]))
-    written: list[str] = []
     section_steps = [s for s in steps if s.step == "section"]
-    for section, step in zip(sections, section_steps):
+    for section in sections:
         in_time_order(section)
-        kept = []
-        for text, cited in section.points:
-            text, note = standalone(text, " ".join([section.heading, *written]))
-            if note:
-                step.notes.append(note)
-            if not text:
-                continue
-            earlier = repeats(text, written)
-            if earlier:
-                step.notes.append(f"dropped a point that repeats an earlier one: {' '.join(text.split()[:8])}…")
-                continue
-            written.append(text)
-            kept.append((text, cited))
-        section.points = kept
-        if kept and not any(years_in(text) for text, _ in kept):
+    written = keep_new_points(sections, section_steps, readable=standalone)
+    for section, step in zip(sections, section_steps):
+        if section.points and not any(years_in(text) for text, _ in section.points):
             step.notes.append("no sentence of this section writes a year: it cannot show when things changed")
     done = [s for s in sections if s.points]
     conclusion = ""

@@ -323,6 +323,29 @@ def write_overview(llm: LLM, question: str, sections: list[Section], template: s
     return entry.parsed, trace[0]
 
 
+def keep_new_points(sections: list[Section], steps: list[TraceStep],
+                    readable: Callable[[str, str], tuple[str, str]] | None = None) -> list[str]:
+    """Each section's points, in order across the report, less those that repeat an earlier one; with
+    ``readable`` (``report_checks.standalone``), each point is first made readable after the heading and
+    the points before it, or dropped.  Every change is a note on the section's step; returns the points kept."""
+    written: list[str] = []
+    for section, step in zip(sections, steps):
+        kept = []
+        for text, cited in section.points:
+            if readable is not None:
+                text, note = readable(text, " ".join([section.heading, *written]))
+                step.notes += [note] if note else []
+                if not text:
+                    continue
+            if repeats(text, written):
+                step.notes.append(f"dropped a point that repeats an earlier one: {' '.join(text.split()[:8])}…")
+                continue
+            written.append(text)
+            kept.append((text, cited))
+        section.points = kept
+    return written
+
+
 def write_report(llm: LLM, question: str, sections: list[Section], templates: dict[str, str | None] | None = None,
                  per_passage: bool = False, point_chars: int = 0) -> tuple[str, list[Hit], list[TraceStep]]:
     """The whole report: each section, then the repeat check across sections, then the overview
@@ -338,17 +361,7 @@ def write_report(llm: LLM, question: str, sections: list[Section], templates: di
             steps.append(write_section(llm, question, section, template, per_passage, point_chars))
     except BudgetExceededError as exc:
         steps.append(TraceStep("budget", notes=[f"{exc}; the report keeps the sections written so far"]))
-    written: list[str] = []
-    for section, step in zip(sections, steps):
-        unique = []
-        for text, cited in section.points:
-            earlier = repeats(text, written)
-            if earlier:
-                step.notes.append(f"dropped a point that repeats an earlier one: {' '.join(text.split()[:8])}…")
-                continue
-            written.append(text)
-            unique.append((text, cited))
-        section.points = unique
+    keep_new_points(sections, steps)
     done = [s for s in sections if s.points]
     overview = ""
     if done:
